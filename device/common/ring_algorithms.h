@@ -1,0 +1,168 @@
+// Ring and chain algorithms of one channel, written once for both executors.
+//
+// `ring[k]` is the user rank k positions downstream of this rank (ring[0] is this
+// rank, ring[1] the rank it sends to, ring[n-1] the rank it receives from). Block
+// indices are user ranks, so data layouts follow NCCL's (AllGather block r at
+// recvbuff + r*count, ReduceScatter block r at sendbuff + r*count).
+// Every rank of a ring computes the same step sizes, so the step counters of the
+// FIFOs stay in lock-step; steps of zero elements are still taken.
+#pragma once
+
+#include <cstddef>
+
+#include "common/platform.h"
+#include "common/simple_primitives.h"
+
+namespace chorus {
+
+// A channel's share of a call: elements [offset, offset + count) of each rank's block.
+struct ChannelRange {
+  size_t offset;
+  size_t count;
+};
+
+CHORUS_HD size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
+CHORUS_HD size_t minSize(size_t a, size_t b) { return a < b ? a : b; }
+
+// Reduce-scatter then all-gather around the ring: 2(n-1) steps per round.
+template <typename Prims, typename T>
+CHORUS_HD void ringAllReduce(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
+                             ChannelRange range) {
+  const T* src = sendbuff + range.offset;
+  T* dst = recvbuff + range.offset;
+  const size_t count = range.count;
+  if (nranks == 1) {
+    prims.selfCopy(src, dst, count);
+    return;
+  }
+  const size_t stepElems = prims.maxStepElems();
+  for (size_t base = 0; base < count && prims.ok(); base += nranks * stepElems) {
+    // Balance the round's blocks; round up to 16 elements to keep copies vector-sized.
+    size_t block = minSize(stepElems, divUp(divUp(count - base, nranks), 16) * 16);
+    auto blockStart = [&](int r) { return minSize(count, base + r * block); };
+    auto blockCount = [&](int r) { return minSize(count, base + (r + 1) * block) - blockStart(r); };
+
+    int b = ring[nranks - 1];
+    prims.send(src + blockStart(b), blockCount(b), true);
+    for (int j = 2; j < nranks; ++j) {
+      b = ring[nranks - j];
+      prims.recvReduceSend(src + blockStart(b), blockCount(b));
+    }
+    b = ring[0];
+    prims.recvReduceCopySend(src + blockStart(b), dst + blockStart(b), blockCount(b));
+    for (int j = 1; j < nranks - 1; ++j) {
+      b = ring[nranks - j];
+      prims.recvCopySend(dst + blockStart(b), blockCount(b));
+    }
+    b = ring[1];
+    prims.recv(dst + blockStart(b), blockCount(b), false);
+  }
+}
+
+// Block r (stride `blockStride` elements) of every rank ends reduced on rank r.
+template <typename Prims, typename T>
+CHORUS_HD void ringReduceScatter(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
+                                 size_t blockStride, ChannelRange range) {
+  if (nranks == 1) {
+    prims.selfCopy(sendbuff + range.offset, recvbuff + range.offset, range.count);
+    return;
+  }
+  const size_t stepElems = prims.maxStepElems();
+  for (size_t off = 0; off < range.count && prims.ok(); off += stepElems) {
+    const size_t n = minSize(stepElems, range.count - off);
+    auto in = [&](int r) { return sendbuff + r * blockStride + range.offset + off; };
+    prims.send(in(ring[nranks - 1]), n, true);
+    for (int j = 2; j < nranks; ++j) prims.recvReduceSend(in(ring[nranks - j]), n);
+    prims.recvReduceCopy(in(ring[0]), recvbuff + range.offset + off, n);
+  }
+}
+
+// Every rank's block travels once around the ring.
+template <typename Prims, typename T>
+CHORUS_HD void ringAllGather(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
+                             size_t blockStride, ChannelRange range) {
+  const size_t stepElems = prims.maxStepElems();
+  auto out = [&](int r, size_t off) { return recvbuff + r * blockStride + range.offset + off; };
+  if (nranks == 1) {
+    prims.selfCopy(sendbuff + range.offset, out(ring[0], 0), range.count);
+    return;
+  }
+  for (size_t off = 0; off < range.count && prims.ok(); off += stepElems) {
+    const size_t n = minSize(stepElems, range.count - off);
+    prims.copySend(sendbuff + range.offset + off, out(ring[0], off), n);
+    for (int j = 1; j < nranks - 1; ++j) prims.recvCopySend(out(ring[nranks - j], off), n);
+    prims.recv(out(ring[1], off), n, false);
+  }
+}
+
+// A chain from `root` down the ring: root sends, the others receive and pass on.
+// `pos` is this rank's distance downstream of the root.
+template <typename Prims, typename T>
+CHORUS_HD void chainBroadcast(Prims& prims, int pos, int nranks, const T* sendbuff, T* recvbuff, ChannelRange range) {
+  const T* src = sendbuff + range.offset;
+  T* dst = recvbuff + range.offset;
+  if (nranks == 1) {
+    prims.selfCopy(src, dst, range.count);
+    return;
+  }
+  const size_t stepElems = prims.maxStepElems();
+  for (size_t off = 0; off < range.count && prims.ok(); off += stepElems) {
+    const size_t n = minSize(stepElems, range.count - off);
+    if (pos == 0) {
+      prims.copySend(src + off, dst + off, n);
+    } else if (pos == nranks - 1) {
+      prims.recv(dst + off, n, false);
+    } else {
+      prims.recvCopySend(dst + off, n);
+    }
+  }
+}
+
+// A chain up the ring ending at the root: the rank after the root starts it, the
+// root applies the op's post() to the final value. `pos` is the distance downstream
+// of the root (the root is 0, the chain's first rank is 1).
+template <typename Prims, typename T>
+CHORUS_HD void chainReduce(Prims& prims, int pos, int nranks, const T* sendbuff, T* recvbuff, ChannelRange range) {
+  const T* src = sendbuff + range.offset;
+  T* dst = recvbuff + range.offset;
+  if (nranks == 1) {
+    prims.selfCopy(src, dst, range.count);
+    return;
+  }
+  const size_t stepElems = prims.maxStepElems();
+  for (size_t off = 0; off < range.count && prims.ok(); off += stepElems) {
+    const size_t n = minSize(stepElems, range.count - off);
+    if (pos == 1) {
+      prims.send(src + off, n, true);
+    } else if (pos == 0) {
+      prims.recvReduceCopy(src + off, dst + off, n);
+    } else {
+      prims.recvReduceSend(src + off, n);
+    }
+  }
+}
+
+// Point to point: one direction of a peer connection, in slot-sized steps.
+template <typename Prims, typename T>
+CHORUS_HD void p2pSend(Prims& prims, const T* sendbuff, size_t count) {
+  const size_t stepElems = prims.maxStepElems();
+  size_t off = 0;
+  do {  // a zero-byte message still takes one step, so the receiver knows it came
+    const size_t n = minSize(stepElems, count - off);
+    prims.send(sendbuff + off, n, false);
+    off += n;
+  } while (off < count && prims.ok());
+}
+
+template <typename Prims, typename T>
+CHORUS_HD void p2pRecv(Prims& prims, T* recvbuff, size_t count) {
+  const size_t stepElems = prims.maxStepElems();
+  size_t off = 0;
+  do {
+    const size_t n = minSize(stepElems, count - off);
+    prims.recv(recvbuff + off, n, false);
+    off += n;
+  } while (off < count && prims.ok());
+}
+
+}  // namespace chorus

@@ -1,0 +1,57 @@
+// The plan structure both executors consume: src/enqueue turns each call (or a
+// whole group) into work items, grouped into lanes. A lane is a sequence of items
+// that one executor context (a fiber on the CPU, a thread block on a GPU) runs in
+// order; different lanes progress concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/reduce_ops.h"
+#include "common/ring_algorithms.h"
+#include "common/step_fifo.h"
+#include "nccl.h"
+
+namespace chorus {
+
+// LocalCopy: a send to self matched with a receive from self.
+enum class WorkKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, Recv, LocalCopy };
+
+// A reduction op resolved for one call: built-in ops map to these kinds, ncclAvg to
+// PreMulSum(1/n) for floating types and SumPostDiv(n) for integers (as NCCL does).
+struct RedOpArgs {
+  RedKind kind = RedKind::Sum;
+  uint64_t scalarBits = 0;           // PreMulSum's scalar, in the call's data type
+  const void* scalarPtr = nullptr;   // ncclScalarDevice: read when the work runs
+  int divisor = 1;                   // SumPostDiv's divisor
+};
+
+struct WorkItem {
+  WorkKind kind;
+  ncclDataType_t dtype;
+  RedOpArgs op;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t blockCount;   // elements of one rank's block (AllGather/ReduceScatter), else of the buffer
+  int root;            // root, or the peer of Send/Recv
+  int channel;
+  ChannelRange range;  // this channel's share
+};
+
+// What a channel's program may touch: its ring connectors and ring order.
+struct ChannelView {
+  FifoEnd* ringRecv = nullptr;
+  FifoEnd* ringSend = nullptr;
+  const int* ringRanks = nullptr;  // ringRanks[k]: user rank k hops downstream; [0] is self
+};
+
+struct CommView {
+  int rank = 0;
+  int nranks = 1;
+  int nChannels = 0;
+  ChannelView* channels = nullptr;
+  FifoEnd* const* p2pSend = nullptr;  // indexed by peer; null until connected
+  FifoEnd* const* p2pRecv = nullptr;
+};
+
+}  // namespace chorus

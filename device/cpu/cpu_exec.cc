@@ -1,0 +1,79 @@
+#include "cpu/cpu_exec.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+
+#include "core/debug.h"
+#include "cpu/fiber_scheduler.h"
+
+namespace chorus {
+namespace {
+
+double nowSec() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bool processAlive(int pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
+
+}  // namespace
+
+bool CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
+  ++state->rounds;
+  // Other lanes of this thread first: they may be what this wait is waiting for.
+  const bool yieldedToLane = FiberScheduler::yield();
+  if (state->rounds < 64) {
+    if (!yieldedToLane) sched_yield();
+    return true;
+  }
+  if ((state->rounds & 15) == 0 || state->start == 0) {
+    const double now = nowSec();
+    if (state->start == 0) {
+      state->start = now;
+      state->nextCheck = now + 1.0;
+    }
+    if (ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed)) {
+      ctx_.setError(ncclSystemError);
+      return false;
+    }
+    if (ctx_.failed()) return false;  // another lane already failed: stop this one too
+    if (now >= state->nextCheck) {
+      state->nextCheck = now + 1.0;
+      if (end.peerPid != 0 && !processAlive(end.peerPid)) {
+        WARN("Rank %d: peer rank %d (pid %d) has exited while this rank waited for it", ctx_.rank, end.peer,
+             end.peerPid);
+        ctx_.setError(ncclRemoteError);
+        return false;
+      }
+      if (ctx_.timeoutSec > 0 && now - state->start > ctx_.timeoutSec) {
+        WARN("Rank %d: no progress from peer rank %d for %.0f s (CHORUS_TIMEOUT); giving up", ctx_.rank, end.peer,
+             ctx_.timeoutSec);
+        ctx_.setError(ncclSystemError);
+        return false;
+      }
+    }
+  }
+  if (yieldedToLane) {
+    if ((state->rounds & 63) == 0) sched_yield();
+    return true;
+  }
+  if (state->rounds < 2048) {
+    sched_yield();
+  } else {
+    // Long waits (a slow peer, a stalled process): nap so the core goes to ranks with work.
+    timespec nap{0, 50 * 1000};
+    nanosleep(&nap, nullptr);
+  }
+  return true;
+}
+
+void CpuExec::fail(const FifoEnd& end, const char* what, long got, long expected) {
+  WARN("Rank %d: %s: peer rank %d sent %ld bytes, %ld expected", ctx_.rank, what, end.peer, got, expected);
+  ctx_.setError(ncclInvalidUsage);
+}
+
+}  // namespace chorus

@@ -1,0 +1,68 @@
+// The CPU executor's side of device/common's Exec interface: memory ordering of the
+// FIFO counters and how a host thread waits.
+//
+// A wait spins briefly, then lets the thread's other lanes run (FiberScheduler),
+// then yields the core, then sleeps in growing naps: 8 ranks on 2 cores must not
+// starve each other. Every wait ends early when the communicator is aborted, when
+// the peer's process has died, or after the progress timeout (CHORUS_TIMEOUT).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "common/step_fifo.h"
+#include "nccl.h"
+
+namespace chorus {
+
+// Shared by every lane of one communicator's run.
+struct ExecContext {
+  const std::atomic<uint32_t>* abortFlag = nullptr;
+  int rank = -1;
+  double timeoutSec = 0;  // 0: no timeout
+  std::atomic<int> result{ncclSuccess};  // first failure wins
+
+  void setError(ncclResult_t r) {
+    int expected = ncclSuccess;
+    result.compare_exchange_strong(expected, r);
+  }
+  bool failed() const { return result.load(std::memory_order_relaxed) != ncclSuccess; }
+};
+
+class CpuExec {
+ public:
+  explicit CpuExec(ExecContext& ctx) : ctx_(ctx) {}
+
+  static uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+  static void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+  template <typename Cond>
+  bool waitUntil(Cond&& cond, const FifoEnd& end) {
+    for (int i = 0; i < kSpins; ++i) {
+      if (cond()) return true;
+      __builtin_ia32_pause();
+    }
+    WaitState state;
+    while (!cond()) {
+      if (!keepWaiting(end, &state)) return false;
+    }
+    return true;
+  }
+
+  // A malformed step: records ncclInternalError with a WARN naming the peer.
+  void fail(const FifoEnd& end, const char* what, long got, long expected);
+
+ private:
+  static constexpr int kSpins = 256;
+  struct WaitState {
+    uint64_t rounds = 0;
+    double start = 0;
+    double nextCheck = 0;
+  };
+  // Yields or sleeps once; false when the wait must end (abort, dead peer, timeout, failure elsewhere).
+  bool keepWaiting(const FifoEnd& end, WaitState* state);
+
+  ExecContext& ctx_;
+};
+
+}  // namespace chorus

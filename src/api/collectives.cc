@@ -1,0 +1,197 @@
+// Collective and point-to-point entry points: validate, record, and (outside a
+// group) run. AlltoAll, Gather and Scatter are grouped sends and receives, as in NCCL.
+#include "api/export.h"
+#include "api/validate.h"
+#include "common/datatypes.h"
+#include "core/debug.h"
+#include "group/group.h"
+
+using namespace chorus;
+
+namespace {
+
+struct Call {
+  const char* func;
+  WorkKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  int root;
+  bool reduces = false;      // takes an op
+  bool rooted = false;       // takes a root (or a peer)
+  bool sendAtRootOnly = false;
+  bool recvAtRootOnly = false;
+  bool needsSend = true;
+  bool needsRecv = true;
+  bool blockPerRank = false; // buffers hold a block of `count` per rank
+  const char* rootName = "root";
+};
+
+ncclResult_t validate(const Call& c, ncclComm* comm) {
+  CHORUS_CHECK(checkComm(comm, c.func));
+  CHORUS_CHECK(checkDatatype(c.dtype, c.func));
+  if (c.reduces) CHORUS_CHECK(checkRedOp(comm, c.op, c.dtype, c.func));
+  if (c.rooted) CHORUS_CHECK(checkRank(c.root, comm->nranks, c.rootName, c.func));
+  CHORUS_CHECK(checkCount(c.count, c.dtype, c.blockPerRank ? comm->nranks : 1, c.func));
+  if (c.count > 0) {
+    const bool isRoot = c.rooted && c.root == comm->rank;
+    if (c.needsSend && (!c.sendAtRootOnly || isRoot)) CHORUS_CHECK(checkNotNull(c.sendbuff, "sendbuff", c.func));
+    if (c.needsRecv && (!c.recvAtRootOnly || isRoot)) CHORUS_CHECK(checkNotNull(c.recvbuff, "recvbuff", c.func));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream) {
+  ncclResult_t r = validate(c, comm);
+  if (r != ncclSuccess) {
+    groupRecordError(r);
+    return r;
+  }
+  INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p [nranks=%d] stream %p",
+       c.func, c.sendbuff, static_cast<void*>(c.recvbuff), c.count, typeName(c.dtype), static_cast<int>(c.op),
+       c.root, static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
+  return enqueueOp(comm, CollOp{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root});
+}
+
+// Validates a composite call, then records its sends and receives as one group.
+template <typename Record>
+ncclResult_t submitGrouped(const Call& c, ncclComm* comm, Record&& record) {
+  ncclResult_t r = validate(c, comm);
+  if (r != ncclSuccess) {
+    groupRecordError(r);
+    return r;
+  }
+  const size_t bytes = c.count * typeSize(c.dtype);
+  groupStart();
+  for (int peer = 0; peer < comm->nranks && r == ncclSuccess; ++peer) r = record(peer, bytes);
+  ncclResult_t end = groupEnd();
+  return r != ncclSuccess ? r : end;
+}
+
+const char* at(const void* base, size_t offset) { return static_cast<const char*>(base) + offset; }
+char* at(void* base, size_t offset) { return static_cast<char*>(base) + offset; }
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclAllReduce", WorkKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0};
+  c.reduces = true;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclReduceScatter", WorkKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0};
+  c.reduces = true;
+  c.blockPerRank = true;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclAllGather", WorkKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0};
+  c.blockPerRank = true;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclBroadcast", WorkKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  c.rooted = true;
+  c.sendAtRootOnly = true;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                        cudaStream_t stream) {
+  Call c{"ncclBcast", WorkKind::Broadcast, buff, buff, count, datatype, ncclSum, root};
+  c.rooted = true;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclReduce", WorkKind::Reduce, sendbuff, recvbuff, count, datatype, op, root};
+  c.reduces = true;
+  c.rooted = true;
+  c.recvAtRootOnly = true;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  Call c{"ncclSend", WorkKind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer};
+  c.rooted = true;
+  c.rootName = "peer";
+  c.needsRecv = false;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  Call c{"ncclRecv", WorkKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer};
+  c.rooted = true;
+  c.rootName = "peer";
+  c.needsSend = false;
+  return submit(c, comm, stream);
+}
+
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclAlltoAll", WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
+  c.blockPerRank = true;
+  return submitGrouped(c, comm, [&](int peer, size_t bytes) {
+    CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
+    return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
+  });
+}
+
+ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclGather", WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  c.rooted = true;
+  c.recvAtRootOnly = true;
+  c.blockPerRank = true;
+  return submitGrouped(c, comm, [&](int peer, size_t bytes) {
+    if (peer == root) CHORUS_CHECK(pncclSend(sendbuff, count, datatype, root, comm, stream));
+    if (comm->rank == root) return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                          ncclComm_t comm, cudaStream_t stream) {
+  Call c{"ncclScatter", WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  c.rooted = true;
+  c.sendAtRootOnly = true;
+  c.blockPerRank = true;
+  return submitGrouped(c, comm, [&](int peer, size_t bytes) {
+    if (comm->rank == root) CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
+    if (peer == root) return pncclRecv(recvbuff, count, datatype, root, comm, stream);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t pncclGroupStart() { return groupStart(); }
+ncclResult_t pncclGroupEnd() { return groupEnd(); }
+
+}  // extern "C"
+
+CHORUS_EXPORT_ALIAS(ncclAllReduce)
+CHORUS_EXPORT_ALIAS(ncclReduceScatter)
+CHORUS_EXPORT_ALIAS(ncclAllGather)
+CHORUS_EXPORT_ALIAS(ncclBroadcast)
+CHORUS_EXPORT_ALIAS(ncclBcast)
+CHORUS_EXPORT_ALIAS(ncclReduce)
+CHORUS_EXPORT_ALIAS(ncclSend)
+CHORUS_EXPORT_ALIAS(ncclRecv)
+CHORUS_EXPORT_ALIAS(ncclAlltoAll)
+CHORUS_EXPORT_ALIAS(ncclGather)
+CHORUS_EXPORT_ALIAS(ncclScatter)
+CHORUS_EXPORT_ALIAS(ncclGroupStart)
+CHORUS_EXPORT_ALIAS(ncclGroupEnd)

@@ -1,0 +1,216 @@
+// Communicator life cycle and queries.
+#include <cstring>
+#include <memory>
+#include <set>
+
+#include "api/export.h"
+#include "api/validate.h"
+#include "bootstrap/bootstrap.h"
+#include "core/debug.h"
+#include "core/env.h"
+#include "group/group.h"
+
+using namespace chorus;
+
+namespace {
+
+constexpr unsigned int kConfigMagic = 0xcafebeef;
+// The smallest ncclConfig_t a program may pass: NCCL 2.14's (up to netName).
+constexpr size_t kMinConfigSize = offsetof(ncclConfig_t, netName) + sizeof(const char*);
+
+ncclResult_t parseConfig(const ncclConfig_t* user, CommConfig* out, const char* func) {
+  *out = CommConfig{};
+  int blocking = static_cast<int>(envInt("NCCL_COMM_BLOCKING", 1));
+  if (user != nullptr) {
+    if (user->magic != kConfigMagic) {
+      WARN("%s: invalid argument: config->magic is 0x%x, expected 0x%x (initialize it with NCCL_CONFIG_INITIALIZER)",
+           func, user->magic, kConfigMagic);
+      return ncclInvalidArgument;
+    }
+    if (user->size < kMinConfigSize || user->version < NCCL_VERSION(2, 14, 0)) {
+      WARN("%s: invalid argument: config size %zu / version %u is not an ncclConfig_t this library knows", func,
+           user->size, user->version);
+      return ncclInvalidArgument;
+    }
+    // Older, smaller structs are accepted: read only the fields they have.
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    memcpy(&config, user, std::min(user->size, sizeof(config)));
+    if (config.blocking != NCCL_CONFIG_UNDEF_INT) {
+      if (config.blocking != 0 && config.blocking != 1) {
+        WARN("%s: invalid argument: config->blocking is %d, expected 0 or 1", func, config.blocking);
+        return ncclInvalidArgument;
+      }
+      blocking = config.blocking;
+    }
+    if (user->size >= offsetof(ncclConfig_t, commName) + sizeof(const char*) && config.commName)
+      out->commName = config.commName;
+  }
+  out->blocking = blocking != 0;
+  return ncclSuccess;
+}
+
+ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, int rank, int cudaDev,
+                      const ncclConfig_t* config, const char* func) {
+  CHORUS_CHECK(checkNotNull(newcomm, "comm", func));
+  if (nranks < 1) {
+    WARN("%s: invalid argument: nranks %d must be at least 1", func, nranks);
+    return ncclInvalidArgument;
+  }
+  CHORUS_CHECK(checkRank(rank, nranks, "rank", func));
+  CommConfig parsed;
+  CHORUS_CHECK(parseConfig(config, &parsed, func));
+
+  auto comm = std::make_unique<ncclComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->cudaDev = cudaDev;
+  comm->config = parsed;
+  ncclComm* raw = comm.get();
+  *newcomm = raw;
+  ncclResult_t r = enqueueInit(raw, [raw, id] { return initCommunicator(raw, id); });
+  if (r != ncclSuccess && r != ncclInProgress) {
+    *newcomm = nullptr;
+    return r;  // `comm` is freed here: a blocking init failed
+  }
+  comm.release();
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
+  CHORUS_CHECK(checkNotNull(uniqueId, "uniqueId", "ncclGetUniqueId"));
+  return bootstrapGetUniqueId(uniqueId);
+}
+
+ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                     ncclConfig_t* config) {
+  return initRank(comm, nranks, commId, rank, 0, config, "ncclCommInitRankConfig");
+}
+
+ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return initRank(comm, nranks, commId, rank, 0, nullptr, "ncclCommInitRank");
+}
+
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                       ncclConfig_t* config) {
+  const char* func = "ncclCommInitRankScalable";
+  CHORUS_CHECK(checkNotNull(commIds, "commIds", func));
+  if (nId < 1) {
+    WARN("%s: invalid argument: nId %d must be at least 1", func, nId);
+    return ncclInvalidArgument;
+  }
+  // Every rank holds the same ids; one root serves all of them on a CPU-scale job.
+  return initRank(newcomm, nranks, commIds[0], myrank, 0, config, func);
+}
+
+ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  const char* func = "ncclCommInitAll";
+  CHORUS_CHECK(checkNotNull(comms, "comms", func));
+  if (ndev < 1) {
+    WARN("%s: invalid argument: ndev %d must be at least 1", func, ndev);
+    return ncclInvalidArgument;
+  }
+  if (devlist) {
+    std::set<int> seen;
+    for (int i = 0; i < ndev; ++i) {
+      if (devlist[i] < 0 || !seen.insert(devlist[i]).second) {
+        WARN("%s: invalid argument: devlist[%d] = %d is negative or a duplicate", func, i, devlist[i]);
+        return ncclInvalidUsage;
+      }
+    }
+  }
+  ncclUniqueId id;
+  CHORUS_CHECK(bootstrapGetUniqueId(&id));
+  groupStart();
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < ndev && r == ncclSuccess; ++i)
+    r = initRank(&comms[i], ndev, id, i, devlist ? devlist[i] : i, nullptr, func);
+  ncclResult_t end = groupEnd();
+  if (r == ncclSuccess) r = end;
+  if (r != ncclSuccess) {
+    for (int i = 0; i < ndev; ++i) {
+      if (comms[i] && isLiveComm(comms[i])) delete comms[i];
+      comms[i] = nullptr;
+    }
+  }
+  return r;
+}
+
+ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  CHORUS_CHECK(checkComm(comm, "ncclCommFinalize"));
+  if (comm->worker) {
+    if (!comm->config.blocking && !comm->worker->idle()) {
+      comm->finalized = true;
+      return ncclInProgress;  // the queued work completes; ncclCommGetAsyncError tells when
+    }
+    comm->worker->waitIdle();
+  }
+  comm->finalized = true;
+  const int async = comm->asyncResult.load();
+  return async == ncclInProgress ? ncclSuccess : static_cast<ncclResult_t>(async);
+}
+
+ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  CHORUS_CHECK(checkComm(comm, "ncclCommDestroy"));
+  if (comm->worker) comm->worker->waitIdle();
+  INFO(kSubsysInit, "comm %p rank %d nRanks %d - Destroy COMPLETE", static_cast<void*>(comm), comm->rank,
+       comm->nranks);
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  CHORUS_CHECK(checkComm(comm, "ncclCommAbort"));
+  comm->abortFlag.store(1);
+  INFO(kSubsysInit, "comm %p rank %d nRanks %d - Abort COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
+  delete comm;  // the worker sees the flag, stops waiting, and is joined
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
+  CHORUS_CHECK(checkComm(comm, "ncclCommCount"));
+  CHORUS_CHECK(checkNotNull(count, "count", "ncclCommCount"));
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  CHORUS_CHECK(checkComm(comm, "ncclCommCuDevice"));
+  CHORUS_CHECK(checkNotNull(device, "device", "ncclCommCuDevice"));
+  *device = comm->cudaDev;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
+  CHORUS_CHECK(checkComm(comm, "ncclCommUserRank"));
+  CHORUS_CHECK(checkNotNull(rank, "rank", "ncclCommUserRank"));
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  CHORUS_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
+  CHORUS_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
+  *asyncError = static_cast<ncclResult_t>(comm->asyncResult.load());
+  return ncclSuccess;
+}
+
+}  // extern "C"
+
+CHORUS_EXPORT_ALIAS(ncclGetUniqueId)
+CHORUS_EXPORT_ALIAS(ncclCommInitRankConfig)
+CHORUS_EXPORT_ALIAS(ncclCommInitRank)
+CHORUS_EXPORT_ALIAS(ncclCommInitRankScalable)
+CHORUS_EXPORT_ALIAS(ncclCommInitAll)
+CHORUS_EXPORT_ALIAS(ncclCommFinalize)
+CHORUS_EXPORT_ALIAS(ncclCommDestroy)
+CHORUS_EXPORT_ALIAS(ncclCommAbort)
+CHORUS_EXPORT_ALIAS(ncclCommCount)
+CHORUS_EXPORT_ALIAS(ncclCommCuDevice)
+CHORUS_EXPORT_ALIAS(ncclCommUserRank)
+CHORUS_EXPORT_ALIAS(ncclCommGetAsyncError)

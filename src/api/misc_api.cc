@@ -1,0 +1,190 @@
+// Version, error strings, memory, registration and user reduction ops.
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "api/export.h"
+#include "api/validate.h"
+#include "common/datatypes.h"
+#include "core/debug.h"
+
+using namespace chorus;
+
+namespace {
+
+std::mutex gMemMutex;
+std::unordered_map<void*, size_t>& memAllocations() {
+  static std::unordered_map<void*, size_t> allocations;
+  return allocations;
+}
+
+struct Registration {
+  ncclComm* comm;
+  void* buff;
+  size_t size;
+};
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclGetVersion(int* version) {
+  CHORUS_CHECK(checkNotNull(version, "version", "ncclGetVersion"));
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char* pncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the Chorus developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* pncclGetLastError(ncclComm_t) { return lastErrorText(); }
+
+void pncclResetDebugInit(void) { resetDebugInit(); }
+
+// On the CPU executor device memory is host memory: page-aligned, zero-filled.
+ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
+  CHORUS_CHECK(checkNotNull(ptr, "ptr", "ncclMemAlloc"));
+  const size_t page = 4096;
+  if (size > SIZE_MAX - page) {
+    WARN("ncclMemAlloc: invalid argument: size %zu is too large", size);
+    return ncclInvalidArgument;
+  }
+  const size_t bytes = (size + page - 1) / page * page + (size == 0 ? page : 0);
+  void* p = std::aligned_alloc(page, bytes);
+  if (!p) {
+    WARN("ncclMemAlloc: allocating %zu bytes failed", size);
+    return ncclSystemError;
+  }
+  memset(p, 0, bytes);
+  std::lock_guard<std::mutex> lock(gMemMutex);
+  memAllocations()[p] = size;
+  *ptr = p;
+  INFO(kSubsysAlloc, "ncclMemAlloc: %zu bytes at %p (host memory)", size, p);
+  return ncclSuccess;
+}
+
+ncclResult_t pncclMemFree(void* ptr) {
+  if (ptr == nullptr) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(gMemMutex);
+  if (memAllocations().erase(ptr) == 0) {
+    WARN("ncclMemFree: invalid argument: ptr %p was not returned by ncclMemAlloc", ptr);
+    return ncclInvalidArgument;
+  }
+  std::free(ptr);
+  return ncclSuccess;
+}
+
+// Registration lets a GPU executor map user buffers; host buffers need nothing, so
+// on the CPU executor a registration is only recorded and checked.
+ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  const char* func = "ncclCommRegister";
+  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(checkNotNull(buff, "buff", func));
+  CHORUS_CHECK(checkNotNull(handle, "handle", func));
+  if (size == 0) {
+    WARN("%s: invalid argument: size is 0", func);
+    return ncclInvalidArgument;
+  }
+  std::lock_guard<std::mutex> lock(comm->regMutex);
+  comm->registrations.emplace_back(buff, size);
+  *handle = new Registration{comm, buff, size};
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
+  const char* func = "ncclCommDeregister";
+  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(checkNotNull(handle, "handle", func));
+  std::lock_guard<std::mutex> lock(comm->regMutex);
+  auto* reg = static_cast<Registration*>(handle);
+  for (auto it = comm->registrations.begin(); it != comm->registrations.end(); ++it) {
+    if (it->first == reg->buff && it->second == reg->size && reg->comm == comm) {
+      comm->registrations.erase(it);
+      delete reg;
+      return ncclSuccess;
+    }
+  }
+  WARN("%s: invalid argument: handle %p is not a registration of this communicator", func, handle);
+  return ncclInvalidArgument;
+}
+
+ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                       ncclScalarResidence_t residence, ncclComm_t comm) {
+  const char* func = "ncclRedOpCreatePreMulSum";
+  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(checkNotNull(op, "op", func));
+  CHORUS_CHECK(checkNotNull(scalar, "scalar", func));
+  CHORUS_CHECK(checkDatatype(datatype, func));
+  if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
+    WARN("%s: invalid argument: residence %d is not an ncclScalarResidence_t", func, static_cast<int>(residence));
+    return ncclInvalidArgument;
+  }
+  UserRedOp user;
+  user.inUse = true;
+  user.dtype = datatype;
+  user.residence = residence;
+  if (residence == ncclScalarHostImmediate) {
+    memcpy(&user.scalarBits, scalar, typeSize(datatype));
+  } else {
+    user.scalarPtr = scalar;
+  }
+  size_t index = 0;
+  while (index < comm->userOps.size() && comm->userOps[index].inUse) ++index;
+  if (index == comm->userOps.size()) comm->userOps.push_back(user);
+  else comm->userOps[index] = user;
+  *op = static_cast<ncclRedOp_t>(ncclNumOps + static_cast<int>(index));
+  return ncclSuccess;
+}
+
+ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  const char* func = "ncclRedOpDestroy";
+  CHORUS_CHECK(checkComm(comm, func));
+  const int index = static_cast<int>(op) - ncclNumOps;
+  if (static_cast<int>(op) >= 0 && static_cast<int>(op) < ncclNumOps) {
+    WARN("%s: invalid argument: op %d is a built-in op and cannot be destroyed", func, static_cast<int>(op));
+    return ncclInvalidArgument;
+  }
+  if (index < 0 || index >= static_cast<int>(comm->userOps.size()) || !comm->userOps[index].inUse) {
+    WARN("%s: invalid argument: op %d was not created on this communicator", func, static_cast<int>(op));
+    return ncclInvalidArgument;
+  }
+  comm->userOps[index].inUse = false;
+  return ncclSuccess;
+}
+
+}  // extern "C"
+
+CHORUS_EXPORT_ALIAS(ncclGetVersion)
+CHORUS_EXPORT_ALIAS(ncclGetErrorString)
+CHORUS_EXPORT_ALIAS(ncclGetLastError)
+CHORUS_EXPORT_ALIAS(ncclResetDebugInit)
+CHORUS_EXPORT_ALIAS(ncclMemAlloc)
+CHORUS_EXPORT_ALIAS(ncclMemFree)
+CHORUS_EXPORT_ALIAS(ncclCommRegister)
+CHORUS_EXPORT_ALIAS(ncclCommDeregister)
+CHORUS_EXPORT_ALIAS(ncclRedOpCreatePreMulSum)
+CHORUS_EXPORT_ALIAS(ncclRedOpDestroy)
+
+// NCCL 2.28 also exports this internal hook (it re-reads NCCL_DEBUG*); kept for ABI.
+extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal() { resetDebugInit(); }

@@ -1,0 +1,142 @@
+// Entry points of NCCL 2.28 that Chorus does not implement yet. Each returns an
+// error (or an empty value where the signature has no ncclResult_t) with a WARN
+// naming it, never a silent success. README lists them.
+#include "api/export.h"
+#include "api/validate.h"
+#include "core/debug.h"
+
+using namespace chorus;
+
+namespace {
+
+ncclResult_t unsupported(const char* func, const char* why) {
+  WARN("%s is not supported by Chorus yet (%s)", func, why);
+  return ncclInvalidUsage;
+}
+
+}  // namespace
+
+// Device-side API types (nccl_device.h); only their host entry points are exported.
+struct ncclTeam {
+  int nRanks, rank, stride;
+};
+struct ncclDevComm;
+struct ncclDevCommRequirements;
+struct ncclDevResourceRequirements;
+struct ncclLsaBarrierHandle;
+struct ncclGinBarrierHandle;
+struct ncclLLA2AHandle;
+
+extern "C" {
+
+ncclResult_t pncclCommSplit(ncclComm_t, int, int, ncclComm_t* newcomm, ncclConfig_t*) {
+  if (newcomm) *newcomm = nullptr;
+  return unsupported("ncclCommSplit", "communicator splitting");
+}
+
+ncclResult_t pncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+  if (newcomm) *newcomm = nullptr;
+  return unsupported("ncclCommShrink", "communicator shrinking");
+}
+
+ncclResult_t pncclCommRevoke(ncclComm_t, int) { return unsupported("ncclCommRevoke", "communicator revocation"); }
+
+ncclResult_t pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
+  if (win) *win = nullptr;
+  return unsupported("ncclCommWindowRegister", "symmetric memory windows need the CUDA executor");
+}
+
+ncclResult_t pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
+  return unsupported("ncclCommWindowDeregister", "symmetric memory windows need the CUDA executor");
+}
+
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t*) {
+  return unsupported("ncclGroupSimulateEnd", "the tuning model is not built yet");
+}
+
+ncclResult_t pncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*) {
+  return unsupported("ncclDevCommCreate", "the device-side API needs the CUDA executor");
+}
+
+ncclResult_t pncclDevCommDestroy(ncclComm_t, const ncclDevComm*) {
+  return unsupported("ncclDevCommDestroy", "the device-side API needs the CUDA executor");
+}
+
+ncclResult_t pncclLsaBarrierCreateRequirement(ncclTeam, int, ncclLsaBarrierHandle*, ncclDevResourceRequirements*) {
+  return unsupported("ncclLsaBarrierCreateRequirement", "the device-side API needs the CUDA executor");
+}
+
+ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam, int, ncclGinBarrierHandle*,
+                                              ncclDevResourceRequirements*) {
+  return unsupported("ncclGinBarrierCreateRequirement", "the device-side API needs the CUDA executor");
+}
+
+ncclResult_t pncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle*, ncclDevResourceRequirements*) {
+  return unsupported("ncclLLA2ACreateRequirement", "the device-side API needs the CUDA executor");
+}
+
+int pncclLLA2ACalcSlots(int, int) {
+  unsupported("ncclLLA2ACalcSlots", "the device-side API needs the CUDA executor");
+  return 0;
+}
+
+ncclTeam pncclTeamWorld(ncclComm_t) {
+  unsupported("ncclTeamWorld", "the device-side API needs the CUDA executor");
+  return ncclTeam{0, 0, 0};
+}
+
+ncclTeam pncclTeamLsa(ncclComm_t) {
+  unsupported("ncclTeamLsa", "the device-side API needs the CUDA executor");
+  return ncclTeam{0, 0, 0};
+}
+
+ncclTeam pncclTeamRail(ncclComm_t) {
+  unsupported("ncclTeamRail", "the device-side API needs the CUDA executor");
+  return ncclTeam{0, 0, 0};
+}
+
+int pncclTeamRankToWorld(ncclComm_t, ncclTeam, int) {
+  unsupported("ncclTeamRankToWorld", "the device-side API needs the CUDA executor");
+  return -1;
+}
+
+int pncclTeamRankToLsa(ncclComm_t, ncclTeam, int) {
+  unsupported("ncclTeamRankToLsa", "the device-side API needs the CUDA executor");
+  return -1;
+}
+
+// The device API entry points are not declared in nccl.h, so their nccl* names are
+// declared here for the aliases below.
+ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*);
+ncclResult_t ncclDevCommDestroy(ncclComm_t, const ncclDevComm*);
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam, int, ncclLsaBarrierHandle*, ncclDevResourceRequirements*);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam, int, ncclGinBarrierHandle*,
+                                             ncclDevResourceRequirements*);
+ncclResult_t ncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle*, ncclDevResourceRequirements*);
+int ncclLLA2ACalcSlots(int, int);
+ncclTeam ncclTeamWorld(ncclComm_t);
+ncclTeam ncclTeamLsa(ncclComm_t);
+ncclTeam ncclTeamRail(ncclComm_t);
+int ncclTeamRankToWorld(ncclComm_t, ncclTeam, int);
+int ncclTeamRankToLsa(ncclComm_t, ncclTeam, int);
+
+}  // extern "C"
+
+
+CHORUS_EXPORT_ALIAS(ncclCommSplit)
+CHORUS_EXPORT_ALIAS(ncclCommShrink)
+CHORUS_EXPORT_ALIAS(ncclCommRevoke)
+CHORUS_EXPORT_ALIAS(ncclCommWindowRegister)
+CHORUS_EXPORT_ALIAS(ncclCommWindowDeregister)
+CHORUS_EXPORT_ALIAS(ncclGroupSimulateEnd)
+CHORUS_EXPORT_ALIAS(ncclDevCommCreate)
+CHORUS_EXPORT_ALIAS(ncclDevCommDestroy)
+CHORUS_EXPORT_ALIAS(ncclLsaBarrierCreateRequirement)
+CHORUS_EXPORT_ALIAS(ncclGinBarrierCreateRequirement)
+CHORUS_EXPORT_ALIAS(ncclLLA2ACreateRequirement)
+CHORUS_EXPORT_ALIAS(ncclLLA2ACalcSlots)
+CHORUS_EXPORT_ALIAS(ncclTeamWorld)
+CHORUS_EXPORT_ALIAS(ncclTeamLsa)
+CHORUS_EXPORT_ALIAS(ncclTeamRail)
+CHORUS_EXPORT_ALIAS(ncclTeamRankToWorld)
+CHORUS_EXPORT_ALIAS(ncclTeamRankToLsa)

@@ -1,0 +1,67 @@
+#include "api/validate.h"
+
+#include <cstdint>
+
+#include "common/datatypes.h"
+#include "core/debug.h"
+
+namespace chorus {
+
+ncclResult_t checkComm(const ncclComm* comm, const char* func) {
+  if (comm == nullptr) {
+    WARN("%s: invalid argument: comm is NULL", func);
+    return ncclInvalidArgument;
+  }
+  if (!isLiveComm(comm)) {
+    WARN("%s: invalid usage: comm %p is not a live communicator (destroyed or never created)", func,
+         static_cast<const void*>(comm));
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkNotNull(const void* ptr, const char* arg, const char* func) {
+  if (ptr == nullptr) {
+    WARN("%s: invalid argument: %s is NULL", func, arg);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkDatatype(ncclDataType_t dtype, const char* func) {
+  if (static_cast<int>(dtype) < 0 || static_cast<int>(dtype) >= ncclNumTypes) {
+    WARN("%s: invalid argument: datatype %d is not a valid ncclDataType_t (0..%d)", func, static_cast<int>(dtype),
+         ncclNumTypes - 1);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkRank(int value, int nranks, const char* arg, const char* func) {
+  if (value < 0 || value >= nranks) {
+    WARN("%s: invalid argument: %s %d is out of range for a communicator of %d ranks", func, arg, value, nranks);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkCount(size_t count, ncclDataType_t dtype, size_t factor, const char* func) {
+  const size_t limit = static_cast<size_t>(INT64_MAX) / typeSize(dtype) / factor;
+  if (count > limit) {
+    WARN("%s: invalid argument: count %zu of %s overflows the addressable size (at most %zu elements here)", func,
+         count, typeName(dtype), limit);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t, const char* func) {
+  const int value = static_cast<int>(op);
+  if (value >= 0 && value < ncclNumOps) return ncclSuccess;
+  const int index = value - ncclNumOps;
+  if (index >= 0 && index < static_cast<int>(comm->userOps.size()) && comm->userOps[index].inUse) return ncclSuccess;
+  WARN("%s: invalid argument: op %d is not a built-in ncclRedOp_t nor an op created on this communicator", func, value);
+  return ncclInvalidArgument;
+}
+
+}  // namespace chorus

@@ -1,0 +1,139 @@
+// Unique ids and Bootstrap::create: where the root lives, and which interface a rank
+// listens on.
+#include "bootstrap/bootstrap.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "bootstrap/bootstrap_ring.h"
+#include "bootstrap/bootstrap_root.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/interfaces.h"
+#include "core/debug.h"
+#include "core/env.h"
+
+namespace chorus {
+
+int bootstrapTimeoutSeconds() {
+  int64_t seconds = envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300);
+  return static_cast<int>(std::clamp<int64_t>(seconds, 1, 1000000));
+}
+
+void packUniqueId(const UniqueIdContents& contents, ncclUniqueId* id) {
+  static_assert(sizeof(uint64_t) + sizeof(sockaddr_in6) <= sizeof(ncclUniqueId::internal));
+  memset(id, 0, sizeof(*id));
+  memcpy(id->internal, &contents.secret, sizeof(uint64_t));
+  memcpy(id->internal + sizeof(uint64_t), &contents.root.storage, contents.root.length());
+}
+
+bool unpackUniqueId(const ncclUniqueId& id, UniqueIdContents* contents) {
+  memcpy(&contents->secret, id.internal, sizeof(uint64_t));
+  sockaddr_in6 raw{};  // the larger of the two; a sockaddr_in fits in its front
+  memcpy(&raw, id.internal + sizeof(uint64_t), sizeof(raw));
+  return contents->root.assign(reinterpret_cast<const sockaddr*>(&raw), sizeof(raw));
+}
+
+namespace {
+
+// The secret of an NCCL_COMM_ID job: every process derives the same one from the string.
+uint64_t fnv1a64(const std::string& text) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return hash;
+}
+
+ncclResult_t randomSecret(uint64_t* secret) {
+  char* bytes = reinterpret_cast<char*>(secret);
+  size_t done = 0;
+  while (done < sizeof(*secret)) {
+    ssize_t n = getrandom(bytes + done, sizeof(*secret) - done, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      WARN("Bootstrap: getrandom() for the unique id's secret failed: %s", strerror(errno));
+      return ncclSystemError;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return ncclSuccess;
+}
+
+std::optional<std::string> commIdSetting() {
+  auto value = envValue("NCCL_COMM_ID");
+  if (value && value->empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) {
+    WARN("ncclGetUniqueId: uniqueId is NULL");
+    return ncclInvalidArgument;
+  }
+  UniqueIdContents contents;
+  if (auto commId = commIdSetting()) {
+    // Rank 0 starts the root at this address in Bootstrap::create.
+    CHORUS_CHECK(parseHostPort(*commId, socketFamilySetting(), &contents.root));
+    contents.secret = fnv1a64(*commId);
+    packUniqueId(contents, id);
+    INFO(kSubsysBootstrap, "Bootstrap: NCCL_COMM_ID=%s, root at %s (started by rank 0)", commId->c_str(),
+         contents.root.toString().c_str());
+    return ncclSuccess;
+  }
+  NetInterface iface;
+  CHORUS_CHECK(findBootstrapInterface(AF_UNSPEC, &iface));
+  INFO(kSubsysInit | kSubsysNet, "Bootstrap: using %s:%s", iface.name.c_str(), iface.address.hostToString().c_str());
+  Socket listener;
+  CHORUS_CHECK(Socket::listen(iface.address, &listener));
+  CHORUS_CHECK(randomSecret(&contents.secret));
+  contents.root = listener.address();
+  CHORUS_CHECK(startBootstrapRoot(std::move(listener), contents.secret));
+  packUniqueId(contents, id);
+  INFO(kSubsysBootstrap, "Bootstrap: root listening on %s", contents.root.toString().c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, const std::atomic<uint32_t>* abortFlag,
+                               std::unique_ptr<Bootstrap>* out) {
+  if (out == nullptr) {
+    WARN("Bootstrap::create: out is NULL");
+    return ncclInvalidArgument;
+  }
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    WARN("Bootstrap::create: rank %d is outside [0, nranks=%d)", rank, nranks);
+    return ncclInvalidArgument;
+  }
+  UniqueIdContents contents;
+  if (!unpackUniqueId(id, &contents)) {
+    WARN("Bootstrap::create: the unique id holds no root address (was it made by ncclGetUniqueId?)");
+    return ncclInvalidArgument;
+  }
+  if (rank == 0 && commIdSetting()) {
+    Socket rootListener;
+    CHORUS_CHECK(Socket::listen(contents.root, &rootListener));
+    INFO(kSubsysBootstrap, "Bootstrap: rank 0 started the NCCL_COMM_ID root on %s",
+         rootListener.address().toString().c_str());
+    CHORUS_CHECK(startBootstrapRoot(std::move(rootListener), contents.secret));
+  }
+  // Listen where the root can be reached: on its subnet if we have one, else as configured.
+  NetInterface iface;
+  if (!findInterfaceMatchingSubnet(contents.root, &iface)) {
+    CHORUS_CHECK(findBootstrapInterface(contents.root.family(), &iface));
+  }
+  INFO(kSubsysInit | kSubsysNet, "Bootstrap: using %s:%s", iface.name.c_str(), iface.address.hostToString().c_str());
+  Socket listener;
+  CHORUS_CHECK(Socket::listen(iface.address, &listener));
+  auto bootstrap = std::make_unique<RingBootstrap>(rank, nranks, contents.secret, abortFlag, std::move(listener));
+  CHORUS_CHECK(bootstrap->connect(contents.root));
+  *out = std::move(bootstrap);
+  return ncclSuccess;
+}
+
+}  // namespace chorus

@@ -1,0 +1,56 @@
+// Bootstrap: the out-of-band TCP network that builds a communicator.
+//
+// ncclGetUniqueId starts a root listener (a detached thread) and writes its address
+// and a random 64-bit secret into the 128-byte id. Each rank connects to the root,
+// presents the secret, and reports its own listening address; the root answers each
+// rank with the address of its successor, and the ranks form a socket ring. An
+// all-gather over that ring spreads every rank's address, after which any rank can
+// send a tagged message to any other. Messages may arrive before they are awaited.
+// A connection that does not present the secret is dropped; the communicator being
+// built is not harmed.
+//
+// Settings: NCCL_COMM_ID (host:port of a root started by rank 0, secret derived from
+// the string), NCCL_SOCKET_IFNAME (prefix list, ^ excludes, = exact),
+// NCCL_SOCKET_FAMILY (AF_INET / AF_INET6).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "nccl.h"
+
+namespace chorus {
+
+// Starts a root and fills the id (ncclGetUniqueId). With NCCL_COMM_ID set, only fills
+// the id; rank 0 starts the root in Bootstrap::create.
+ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id);
+
+class Bootstrap {
+ public:
+  // Joins the bootstrap network of `id` as `rank` of `nranks`. Blocks until the ring is
+  // formed and every rank's address is known. Returns an error (never hangs) if the
+  // root cannot be reached, `abortFlag` becomes non-zero, or the timeout
+  // (CHORUS_BOOTSTRAP_TIMEOUT seconds, default 300) passes.
+  static ncclResult_t create(const ncclUniqueId& id, int rank, int nranks, const std::atomic<uint32_t>* abortFlag,
+                             std::unique_ptr<Bootstrap>* out);
+  virtual ~Bootstrap() = default;
+
+  // `data` holds nranks slots of `bytesPerRank`; slot `rank` is ours, the others are filled.
+  virtual ncclResult_t allGather(void* data, size_t bytesPerRank) = 0;
+  // Tagged point-to-point messages between any two ranks (size must match on both sides).
+  virtual ncclResult_t send(int peer, int tag, const void* data, size_t size) = 0;
+  virtual ncclResult_t recv(int peer, int tag, void* data, size_t size) = 0;
+  virtual ncclResult_t barrier() = 0;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+
+ protected:
+  Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+  int rank_;
+  int nranks_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,369 @@
+#include "bootstrap/bootstrap_ring.h"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/debug.h"
+
+namespace chorus {
+
+RingBootstrap::RingBootstrap(int rank, int nranks, uint64_t secret, const std::atomic<uint32_t>* abortFlag,
+                             Socket listener)
+    : Bootstrap(rank, nranks),
+      secret_(secret),
+      abortFlag_(abortFlag),
+      listener_(std::move(listener)),
+      peerAddresses_(nranks),
+      outgoing_(nranks),
+      peerClosed_(nranks, false) {}
+
+ncclResult_t RingBootstrap::connect(const SocketAddress& root) {
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  const std::string rootText = root.toString();
+  INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d listens on %s, root at %s", rank_, nranks_,
+       listener_.address().toString().c_str(), rootText.c_str());
+
+  // Report to the root; its answer is where our successor listens.
+  Socket rootSocket;
+  RootHello hello{};
+  hello.secret = secret_;
+  hello.rank = rank_;
+  hello.nranks = nranks_;
+  hello.listenAddress = listener_.address().storage;
+  RootReply reply{};
+  ncclResult_t res = Socket::connect(root, deadline, &rootSocket);
+  if (res == ncclSuccess) res = rootSocket.sendAll(&hello, sizeof(hello), deadline);
+  if (res == ncclSuccess) res = rootSocket.recvAll(&reply, sizeof(reply), deadline);
+  if (res != ncclSuccess) {
+    WARN("Bootstrap: rank %d of %d got no answer from the root at %s", rank_, nranks_, rootText.c_str());
+    return res;
+  }
+  rootSocket.close();
+  SocketAddress successorAddress;
+  if (!successorAddress.assign(reinterpret_cast<const sockaddr*>(&reply.successorAddress), sizeof(reply.successorAddress))) {
+    WARN("Bootstrap: rank %d: the root at %s sent no usable successor address", rank_, rootText.c_str());
+    return ncclInternalError;
+  }
+  peerAddresses_[rank_] = listener_.address();
+  if (nranks_ == 1) return ncclSuccess;
+
+  // Connect to the successor, then wait for the predecessor to connect to us.
+  CHORUS_CHECK(Socket::connect(successorAddress, deadline, &ringSend_));
+  WireHeader ringHello{secret_, rank_, kWireRingHello, 0, 0, 0};
+  CHORUS_CHECK(ringSend_.sendAll(&ringHello, sizeof(ringHello), deadline));
+  const std::string what = "the ring connection from rank " + std::to_string(predecessor());
+  while (!ringRecv_.valid()) CHORUS_CHECK(progress(deadline, what, nullptr, 0));
+
+  std::vector<sockaddr_storage> addresses(nranks_);
+  addresses[rank_] = listener_.address().storage;
+  CHORUS_CHECK(allGather(addresses.data(), sizeof(sockaddr_storage)));
+  for (int r = 0; r < nranks_; ++r) {
+    if (!peerAddresses_[r].assign(reinterpret_cast<const sockaddr*>(&addresses[r]), sizeof(sockaddr_storage))) {
+      WARN("Bootstrap: rank %d: the all-gather brought no usable address for rank %d", rank_, r);
+      return ncclInternalError;
+    }
+  }
+  INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d connected", rank_, nranks_);
+  return ncclSuccess;
+}
+
+// ---- progress: accept, authenticate, read ----
+
+ncclResult_t RingBootstrap::progress(const Deadline& deadline, const std::string& what, pollfd* extra,
+                                     size_t extraCount) {
+  CHORUS_CHECK(deadline.check(what));
+  std::vector<pollfd> fds;
+  fds.reserve(1 + pending_.size() + incoming_.size() + extraCount);
+  fds.push_back({listener_.fd(), POLLIN, 0});
+  for (const Connection& c : pending_) fds.push_back({c.socket.fd(), POLLIN, 0});
+  for (const Connection& c : incoming_) fds.push_back({c.socket.fd(), POLLIN, 0});
+  for (size_t i = 0; i < extraCount; ++i) fds.push_back({extra[i].fd, extra[i].events, 0});
+  int n = poll(fds.data(), fds.size(), deadline.pollSliceMs());
+  if (n < 0) {
+    if (errno == EINTR) return ncclSuccess;
+    WARN("Bootstrap: rank %d: poll failed while waiting for %s: %s", rank_, what.c_str(), strerror(errno));
+    return ncclSystemError;
+  }
+  const size_t firstPending = 1;
+  const size_t firstIncoming = firstPending + pending_.size();
+  for (size_t i = 0; i < extraCount; ++i) extra[i].revents = fds[firstIncoming + incoming_.size() + i].revents;
+  if (n == 0) {
+    dropStalePending();
+    return ncclSuccess;
+  }
+  // Incoming first: taking a pending hello appends to incoming_, which must not shift these indices.
+  for (size_t i = incoming_.size(); i-- > 0;) {
+    if (fds[firstIncoming + i].revents != 0 && readMessages(incoming_[i]) != Outcome::Keep) {
+      incoming_.erase(incoming_.begin() + i);
+    }
+  }
+  for (size_t i = pending_.size(); i-- > 0;) {
+    if (fds[firstPending + i].revents != 0 && readHello(pending_[i]) != Outcome::Keep) {
+      pending_.erase(pending_.begin() + i);
+    }
+  }
+  dropStalePending();
+  if (fds[0].revents != 0) CHORUS_CHECK(acceptQueued());
+  return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::acceptQueued() {
+  for (;;) {
+    Socket socket;
+    CHORUS_CHECK(listener_.tryAccept(&socket));
+    if (!socket.valid()) return ncclSuccess;
+    Connection connection;
+    connection.socket = std::move(socket);
+    connection.acceptedAt = std::chrono::steady_clock::now();
+    pending_.push_back(std::move(connection));
+  }
+}
+
+RingBootstrap::Outcome RingBootstrap::readHello(Connection& c) {
+  const std::string from = c.socket.address().toString();
+  size_t received = 0;
+  bool closed = false;
+  char* bytes = reinterpret_cast<char*>(&c.header);
+  if (c.socket.tryRecv(bytes + c.headerBytes, sizeof(WireHeader) - c.headerBytes, &received, &closed) != ncclSuccess) {
+    return Outcome::Drop;
+  }
+  c.headerBytes += received;
+  if (c.headerBytes >= sizeof(uint64_t) && c.header.secret != secret_) {
+    INFO(kSubsysBootstrap, "Bootstrap: rank %d dropped a connection from %s: wrong secret", rank_, from.c_str());
+    return Outcome::Drop;
+  }
+  if (c.headerBytes < sizeof(WireHeader)) {
+    if (!closed) return Outcome::Keep;
+    WARN("Bootstrap: rank %d: connection from %s closed after %zu of %zu header bytes; dropped", rank_, from.c_str(),
+         c.headerBytes, sizeof(WireHeader));
+    return Outcome::Drop;
+  }
+  const WireHeader& h = c.header;
+  if (h.kind == kWireRingHello && h.rank == predecessor() && !ringRecv_.valid()) {
+    ringRecv_ = std::move(c.socket);
+    return Outcome::Taken;
+  }
+  if (h.kind == kWireP2pHello && h.rank >= 0 && h.rank < nranks_ && h.rank != rank_) {
+    c.peer = h.rank;
+    c.headerBytes = 0;
+    peerClosed_[h.rank] = false;
+    incoming_.push_back(std::move(c));
+    return Outcome::Taken;
+  }
+  WARN("Bootstrap: rank %d: unexpected first header from %s (kind %d, rank %d of %d); dropped", rank_, from.c_str(),
+       h.kind, h.rank, nranks_);
+  return Outcome::Drop;
+}
+
+RingBootstrap::Outcome RingBootstrap::readMessages(Connection& c) {
+  for (;;) {
+    size_t received = 0;
+    bool closed = false;
+    if (c.headerBytes < sizeof(WireHeader)) {
+      char* bytes = reinterpret_cast<char*>(&c.header);
+      if (c.socket.tryRecv(bytes + c.headerBytes, sizeof(WireHeader) - c.headerBytes, &received, &closed) !=
+          ncclSuccess) {
+        peerClosed_[c.peer] = true;
+        return Outcome::Drop;
+      }
+      c.headerBytes += received;
+      if (c.headerBytes == sizeof(WireHeader)) {
+        const WireHeader& h = c.header;
+        if (h.secret != secret_ || h.rank != c.peer || h.kind != kWireP2pMessage || h.size > kMaxWireMessageBytes) {
+          WARN("Bootstrap: rank %d: corrupt message header from rank %d (kind %d, rank %d, size %llu); dropping the "
+               "connection", rank_, c.peer, h.kind, h.rank, static_cast<unsigned long long>(h.size));
+          peerClosed_[c.peer] = true;
+          return Outcome::Drop;
+        }
+        c.payload.assign(h.size, 0);
+        c.payloadBytes = 0;
+      }
+    }
+    if (c.headerBytes == sizeof(WireHeader) && c.payloadBytes < c.payload.size() && !closed) {
+      if (c.socket.tryRecv(c.payload.data() + c.payloadBytes, c.payload.size() - c.payloadBytes, &received, &closed) !=
+          ncclSuccess) {
+        peerClosed_[c.peer] = true;
+        return Outcome::Drop;
+      }
+      c.payloadBytes += received;
+    }
+    if (c.headerBytes == sizeof(WireHeader) && c.payloadBytes == c.payload.size()) {
+      unexpected_[{c.peer, c.header.tag}].push_back(std::move(c.payload));
+      c.payload = {};
+      c.headerBytes = 0;
+      c.payloadBytes = 0;
+      if (!closed) continue;
+    }
+    if (closed) {
+      // The peer finished with us (a clean close lands between messages).
+      if (c.headerBytes != 0) {
+        WARN("Bootstrap: rank %d: rank %d closed its connection in the middle of a message", rank_, c.peer);
+      }
+      peerClosed_[c.peer] = true;
+      return Outcome::Drop;
+    }
+    return Outcome::Keep;  // the kernel has nothing more for now
+  }
+}
+
+void RingBootstrap::dropStalePending() {
+  auto now = std::chrono::steady_clock::now();
+  for (size_t i = pending_.size(); i-- > 0;) {
+    if (now - pending_[i].acceptedAt < std::chrono::seconds(kHelloTimeoutSeconds)) continue;
+    WARN("Bootstrap: rank %d: connection from %s sent %zu of %zu header bytes in %d s; dropped", rank_,
+         pending_[i].socket.address().toString().c_str(), pending_[i].headerBytes, sizeof(WireHeader),
+         kHelloTimeoutSeconds);
+    pending_.erase(pending_.begin() + i);
+  }
+}
+
+// ---- operations ----
+
+ncclResult_t RingBootstrap::checkPeer(int peer, const char* call) const {
+  if (peer < 0 || peer >= nranks_) {
+    WARN("Bootstrap %s: peer %d is outside [0, %d)", call, peer, nranks_);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::sendProgressing(Socket& socket, const void* data, size_t size, const Deadline& deadline,
+                                            const std::string& what) {
+  const char* bytes = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < size) {
+    size_t sent = 0;
+    CHORUS_CHECK(socket.trySend(bytes + done, size - done, &sent));
+    done += sent;
+    if (done == size) break;
+    pollfd writable{socket.fd(), POLLOUT, 0};
+    CHORUS_CHECK(progress(deadline, what, &writable, 1));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::peerSocket(int peer, const Deadline& deadline, Socket** out) {
+  Socket& socket = outgoing_[peer];
+  if (!socket.valid()) {
+    Socket fresh;
+    CHORUS_CHECK(Socket::connect(peerAddresses_[peer], deadline, &fresh));
+    WireHeader hello{secret_, rank_, kWireP2pHello, 0, 0, 0};
+    CHORUS_CHECK(fresh.sendAll(&hello, sizeof(hello), deadline));
+    socket = std::move(fresh);
+  }
+  *out = &socket;
+  return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t size) {
+  CHORUS_CHECK(checkPeer(peer, "send"));
+  if (data == nullptr && size > 0) {
+    WARN("Bootstrap send: data is null for %zu bytes to rank %d", size, peer);
+    return ncclInvalidArgument;
+  }
+  if (peer == rank_) {
+    const char* bytes = static_cast<const char*>(data);
+    unexpected_[{peer, tag}].emplace_back(bytes, bytes + size);
+    return ncclSuccess;
+  }
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  const std::string what = "sending " + std::to_string(size) + " bytes with tag " + std::to_string(tag) +
+                           " to rank " + std::to_string(peer) + " at " + peerAddresses_[peer].toString();
+  Socket* socket = nullptr;
+  CHORUS_CHECK(peerSocket(peer, deadline, &socket));
+  WireHeader header{secret_, rank_, kWireP2pMessage, tag, 0, size};
+  ncclResult_t res = sendProgressing(*socket, &header, sizeof(header), deadline, what);
+  if (res == ncclSuccess) res = sendProgressing(*socket, data, size, deadline, what);
+  // A half-sent message leaves the stream unusable; a later send starts a new connection.
+  if (res != ncclSuccess) socket->close();
+  return res;
+}
+
+ncclResult_t RingBootstrap::recv(int peer, int tag, void* data, size_t size) {
+  CHORUS_CHECK(checkPeer(peer, "recv"));
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  const std::string what = "a message with tag " + std::to_string(tag) + " from rank " + std::to_string(peer);
+  for (;;) {
+    auto it = unexpected_.find({peer, tag});
+    if (it != unexpected_.end()) {
+      std::vector<char> message = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) unexpected_.erase(it);
+      if (message.size() != size) {
+        WARN("Bootstrap recv: message with tag %d from rank %d has %zu bytes, expected %zu", tag, peer, message.size(),
+             size);
+        return ncclInternalError;
+      }
+      if (size > 0) memcpy(data, message.data(), size);
+      return ncclSuccess;
+    }
+    if (peer != rank_ && peerClosed_[peer]) {
+      WARN("Bootstrap recv: rank %d closed its connection before sending tag %d", peer, tag);
+      return ncclRemoteError;
+    }
+    if (peer == rank_) {
+      WARN("Bootstrap recv: no message with tag %d was sent to self (rank %d)", tag, rank_);
+      return ncclInvalidUsage;
+    }
+    CHORUS_CHECK(progress(deadline, what, nullptr, 0));
+  }
+}
+
+ncclResult_t RingBootstrap::ringExchange(const void* sendData, void* recvData, size_t size, const Deadline& deadline) {
+  const char* out = static_cast<const char*>(sendData);
+  char* in = static_cast<char*>(recvData);
+  size_t sent = 0;
+  size_t received = 0;
+  const std::string what = "the ring all-gather (rank " + std::to_string(successor()) + " at " +
+                           ringSend_.address().toString() + " receiving, rank " + std::to_string(predecessor()) +
+                           " sending)";
+  while (sent < size || received < size) {
+    size_t n = 0;
+    if (sent < size) {
+      CHORUS_CHECK(ringSend_.trySend(out + sent, size - sent, &n));
+      sent += n;
+    }
+    if (received < size) {
+      bool closed = false;
+      CHORUS_CHECK(ringRecv_.tryRecv(in + received, size - received, &n, &closed));
+      received += n;
+      if (closed && received < size) {
+        WARN("Bootstrap: rank %d: ring predecessor rank %d closed its connection during an all-gather", rank_,
+             predecessor());
+        return ncclRemoteError;
+      }
+    }
+    if (sent == size && received == size) break;
+    pollfd ring[2];
+    size_t count = 0;
+    if (sent < size) ring[count++] = {ringSend_.fd(), POLLOUT, 0};
+    if (received < size) ring[count++] = {ringRecv_.fd(), POLLIN, 0};
+    CHORUS_CHECK(progress(deadline, what, ring, count));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::allGather(void* data, size_t bytesPerRank) {
+  if (data == nullptr && bytesPerRank > 0) {
+    WARN("Bootstrap allGather: data is null for %zu bytes per rank", bytesPerRank);
+    return ncclInvalidArgument;
+  }
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  char* slots = static_cast<char*>(data);
+  // Step i passes on the slot received in step i-1 (our own first).
+  for (int step = 0; step < nranks_ - 1; ++step) {
+    int sendSlot = (rank_ - step + nranks_) % nranks_;
+    int recvSlot = (rank_ - step - 1 + nranks_) % nranks_;
+    CHORUS_CHECK(ringExchange(slots + sendSlot * bytesPerRank, slots + recvSlot * bytesPerRank, bytesPerRank, deadline));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::barrier() {
+  std::vector<char> bytes(nranks_, 0);
+  return allGather(bytes.data(), 1);
+}
+
+}  // namespace chorus

@@ -1,0 +1,81 @@
+// The Bootstrap of one rank: a listening socket, a socket ring for collective steps,
+// and per-peer connections for tagged messages.
+//
+// No background thread: whoever waits (recv, send, allGather) drives progress, polling
+// the listener and every accepted connection, so messages that arrive early land in
+// the unexpected queue and peers blocked on us are never starved.
+#pragma once
+
+#include <poll.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/bootstrap_wire.h"
+#include "bootstrap/socket.h"
+
+namespace chorus {
+
+class RingBootstrap final : public Bootstrap {
+ public:
+  RingBootstrap(int rank, int nranks, uint64_t secret, const std::atomic<uint32_t>* abortFlag, Socket listener);
+
+  // Reports to the root at `root`, forms the ring and learns every rank's address.
+  ncclResult_t connect(const SocketAddress& root);
+
+  ncclResult_t allGather(void* data, size_t bytesPerRank) override;
+  ncclResult_t send(int peer, int tag, const void* data, size_t size) override;
+  ncclResult_t recv(int peer, int tag, void* data, size_t size) override;
+  ncclResult_t barrier() override;
+
+ private:
+  // An accepted connection: its first header pending, or an authenticated p2p stream
+  // read message by message.
+  struct Connection {
+    Socket socket;
+    int peer = -1;
+    WireHeader header{};
+    size_t headerBytes = 0;
+    std::vector<char> payload;
+    size_t payloadBytes = 0;
+    std::chrono::steady_clock::time_point acceptedAt;
+  };
+  enum class Outcome { Keep, Drop, Taken };
+
+  // One poll round (at most 100 ms) over the listener, the accepted connections and
+  // `extra` (whose revents are filled in); fails on timeout or abort naming `what`.
+  ncclResult_t progress(const Deadline& deadline, const std::string& what, pollfd* extra, size_t extraCount);
+  ncclResult_t acceptQueued();
+  Outcome readHello(Connection& connection);
+  Outcome readMessages(Connection& connection);
+  void dropStalePending();
+
+  ncclResult_t peerSocket(int peer, const Deadline& deadline, Socket** out);
+  // Sends while still serving incoming traffic, so two ranks sending to each other cannot deadlock.
+  ncclResult_t sendProgressing(Socket& socket, const void* data, size_t size, const Deadline& deadline,
+                               const std::string& what);
+  // Sends `size` bytes to the successor while receiving `size` from the predecessor.
+  ncclResult_t ringExchange(const void* sendData, void* recvData, size_t size, const Deadline& deadline);
+  ncclResult_t checkPeer(int peer, const char* call) const;
+  int predecessor() const { return (rank_ + nranks_ - 1) % nranks_; }
+  int successor() const { return (rank_ + 1) % nranks_; }
+
+  uint64_t secret_;
+  const std::atomic<uint32_t>* abortFlag_;
+  Socket listener_;
+  Socket ringSend_;  // to the successor
+  Socket ringRecv_;  // from the predecessor
+  std::vector<SocketAddress> peerAddresses_;
+  std::vector<Socket> outgoing_;     // per peer, opened on first send
+  std::vector<bool> peerClosed_;     // the peer's p2p connection to us ended
+  std::vector<Connection> pending_;  // accepted, first header not complete
+  std::vector<Connection> incoming_; // authenticated p2p connections
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> unexpected_;  // (peer, tag) -> messages
+};
+
+}  // namespace chorus

@@ -1,0 +1,105 @@
+// TCP sockets for the bootstrap network: an owning, move-only Socket over a
+// non-blocking fd, IPv4 and IPv6 addresses, and deadline-bounded waits that also
+// watch an abort flag.
+//
+// Every wait polls in slices of at most 100 ms so that an abort flag set by another
+// thread is noticed quickly. Timeouts and aborts return ncclSystemError with a WARN
+// naming what was awaited; a peer that closed its connection gives ncclRemoteError.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "nccl.h"
+
+namespace chorus {
+
+// An IPv4 or IPv6 socket address (family AF_UNSPEC when empty).
+struct SocketAddress {
+  sockaddr_storage storage{};
+
+  int family() const { return storage.ss_family; }
+  bool valid() const { return family() == AF_INET || family() == AF_INET6; }
+  uint16_t port() const;
+  void setPort(uint16_t port);
+  socklen_t length() const;
+  sockaddr* sa() { return reinterpret_cast<sockaddr*>(&storage); }
+  const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  // "1.2.3.4:5" or "[fe80::1%eth0]:5".
+  std::string toString() const;
+  // Without the port: "1.2.3.4" or "fe80::1%eth0".
+  std::string hostToString() const;
+  // Copies a sockaddr_in / sockaddr_in6; false (and left empty) for other families or short lengths.
+  bool assign(const sockaddr* address, socklen_t length);
+};
+
+// When a wait gives up: a point in time and an optional abort flag.
+class Deadline {
+ public:
+  Deadline(int timeoutSeconds, const std::atomic<uint32_t>* abortFlag);
+
+  bool aborted() const { return abortFlag_ != nullptr && abortFlag_->load(std::memory_order_acquire) != 0; }
+  bool expired() const { return std::chrono::steady_clock::now() >= end_; }
+  // ncclSuccess while the wait may go on; otherwise WARNs "aborted while waiting for <what>"
+  // or "timed out after N s waiting for <what>" and returns ncclSystemError.
+  ncclResult_t check(const std::string& what) const;
+  // Milliseconds for the next poll: at most 100, so the abort flag is seen promptly.
+  int pollSliceMs() const;
+
+ private:
+  std::chrono::steady_clock::time_point end_;
+  int timeoutSeconds_;
+  const std::atomic<uint32_t>* abortFlag_;
+};
+
+// Waits until `fd` is ready for `events` (POLLIN/POLLOUT), bounded by `deadline`.
+ncclResult_t waitForFd(int fd, short events, const Deadline& deadline, const std::string& what);
+
+class Socket {
+ public:
+  Socket() = default;
+  ~Socket() { close(); }
+  Socket(Socket&& other) noexcept;
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // Listening socket: the bound address (real port). Connected socket: the peer's address.
+  const SocketAddress& address() const { return address_; }
+  void close();
+
+  // Binds and listens on `address`; port 0 picks an ephemeral port.
+  static ncclResult_t listen(const SocketAddress& address, Socket* out);
+  // Connects to `address`, retrying while the connection is refused (the listener may
+  // not be up yet) until `deadline`. TCP_NODELAY is set.
+  static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
+
+  // Accepts one queued connection if there is one; `*out` stays invalid otherwise.
+  ncclResult_t tryAccept(Socket* out);
+  // Waits for a connection and accepts it.
+  ncclResult_t accept(const Deadline& deadline, Socket* out);
+
+  // Transfers exactly `size` bytes, waiting as needed.
+  ncclResult_t sendAll(const void* data, size_t size, const Deadline& deadline);
+  ncclResult_t recvAll(void* data, size_t size, const Deadline& deadline);
+  // Transfers what the kernel accepts / holds right now, without waiting. `*closed` is
+  // set when the peer has closed (or reset) the connection: no error is logged for it.
+  ncclResult_t trySend(const void* data, size_t size, size_t* sent);
+  ncclResult_t tryRecv(void* data, size_t size, size_t* received, bool* closed);
+
+ private:
+  Socket(int fd, const SocketAddress& address) : fd_(fd), address_(address) {}
+
+  int fd_ = -1;
+  SocketAddress address_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,85 @@
+#include "comm/comm.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <mutex>
+#include <unordered_set>
+
+#include "core/env.h"
+
+ncclComm::ncclComm() { chorus::registerComm(this); }
+
+ncclComm::~ncclComm() {
+  worker.reset();  // joins: no job may run while the connections go away
+  magic = 0;
+  chorus::unregisterComm(this);
+}
+
+void ncclComm::refreshView() {
+  channelViews.resize(channels.size());
+  for (size_t c = 0; c < channels.size(); ++c) {
+    channelViews[c].ringRecv = &channels[c].ringRecv.end;
+    channelViews[c].ringSend = &channels[c].ringSend.end;
+    channelViews[c].ringRanks = channels[c].ringRanks.data();
+  }
+  p2pSendEnds.assign(nranks, nullptr);
+  p2pRecvEnds.assign(nranks, nullptr);
+  for (int p = 0; p < nranks; ++p) {
+    if (p2pSend[p].connected()) p2pSendEnds[p] = &p2pSend[p].end;
+    if (p2pRecv[p].connected()) p2pRecvEnds[p] = &p2pRecv[p].end;
+  }
+  view.rank = rank;
+  view.nranks = nranks;
+  view.nChannels = static_cast<int>(channels.size());
+  view.channels = channelViews.data();
+  view.p2pSend = p2pSendEnds.data();
+  view.p2pRecv = p2pRecvEnds.data();
+}
+
+namespace chorus {
+namespace {
+
+std::mutex gRegistryMutex;
+std::unordered_set<const ncclComm*>& registry() {
+  static std::unordered_set<const ncclComm*> live;
+  return live;
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+void registerComm(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  registry().insert(comm);
+}
+
+void unregisterComm(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  registry().erase(comm);
+}
+
+bool isLiveComm(const ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  return registry().count(comm) != 0 && comm->magic == ncclComm::kMagic;
+}
+
+uint64_t localHostHash() {
+  if (auto id = envValue("NCCL_HOSTID")) return fnv1a(*id);
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  std::string identity = host;
+  std::ifstream bootId("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  if (std::getline(bootId, boot)) identity += boot;
+  return fnv1a(identity);
+}
+
+}  // namespace chorus

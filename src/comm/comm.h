@@ -1,0 +1,121 @@
+// The communicator: what one rank knows about its group of ranks, its connections,
+// and the work waiting to run.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "common/work.h"
+#include "comm/async_worker.h"
+#include "cpu/cpu_exec.h"
+#include "enqueue/op.h"
+#include "nccl.h"
+#include "transport.h"
+
+namespace chorus {
+
+// One direction of a connection with its backing resource.
+struct Connection {
+  FifoEnd end;
+  std::unique_ptr<ConnectionResource> resource;
+  const Transport* transport = nullptr;
+  bool connected() const { return transport != nullptr; }
+};
+
+struct Channel {
+  int id = 0;
+  std::vector<int> ringRanks;  // ringRanks[k]: user rank k hops downstream; [0] is self
+  Connection ringRecv;         // from ringRanks[n-1]
+  Connection ringSend;         // to ringRanks[1]
+};
+
+// A reduction op made by ncclRedOpCreatePreMulSum.
+struct UserRedOp {
+  bool inUse = false;
+  ncclDataType_t dtype = ncclFloat32;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  uint64_t scalarBits = 0;          // HostImmediate: the value, in dtype
+  const void* scalarPtr = nullptr;  // Device: read when the collective runs
+};
+
+struct CommConfig {
+  bool blocking = true;
+  std::string commName;
+};
+
+}  // namespace chorus
+
+struct ncclComm {
+  static constexpr uint64_t kMagic = 0x43686f7275734321ull;  // "ChorusC!"
+  uint64_t magic = kMagic;
+
+  int rank = 0;
+  int nranks = 0;
+  int cudaDev = 0;
+  uint64_t commHash = 0;
+  chorus::CommConfig config;
+
+  std::unique_ptr<chorus::Bootstrap> bootstrap;
+  std::vector<chorus::PeerInfo> peers;
+
+  std::atomic<uint32_t> abortFlag{0};
+  // ncclSuccess, ncclInProgress while init or async work runs, or the sticky error.
+  std::atomic<int> asyncResult{ncclSuccess};
+  std::mutex asyncMutex;  // orders asyncResult updates with asyncJobs
+  int asyncJobs = 0;      // jobs queued on or running in `worker`
+  chorus::ExecContext exec;
+
+  size_t ringSlotBytes = 0;
+  size_t p2pSlotBytes = 0;
+  std::vector<chorus::Channel> channels;
+  std::vector<chorus::Connection> p2pSend;  // indexed by peer, connected on first use
+  std::vector<chorus::Connection> p2pRecv;
+
+  // What the executor sees; rebuilt whenever connections change.
+  std::vector<chorus::ChannelView> channelViews;
+  std::vector<chorus::FifoEnd*> p2pSendEnds;
+  std::vector<chorus::FifoEnd*> p2pRecvEnds;
+  chorus::CommView view;
+
+  std::vector<chorus::CollOp> pending;  // enqueued inside a group, run at ncclGroupEnd
+  std::vector<chorus::UserRedOp> userOps;
+
+  std::mutex regMutex;
+  std::vector<std::pair<void*, size_t>> registrations;
+
+  std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
+  bool finalized = false;
+
+  ncclComm();
+  ~ncclComm();
+  ncclComm(const ncclComm&) = delete;
+  ncclComm& operator=(const ncclComm&) = delete;
+
+  void refreshView();
+};
+
+namespace chorus {
+
+// Live communicators, so that a destroyed handle is recognised rather than used.
+void registerComm(ncclComm* comm);
+void unregisterComm(ncclComm* comm);
+bool isLiveComm(const ncclComm* comm);
+
+// The work of ncclCommInitRank* after argument checks: bootstrap, peer exchange,
+// channels and their connections. Runs on the caller (blocking) or the worker.
+ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id);
+
+// Connects the p2p connections `comms` need for their pending sends and receives.
+// All receivers are created (and their handles sent) before any sender waits, so one
+// thread can connect every rank of a single process.
+ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms);
+
+// Host identity (NCCL_HOSTID overrides the host name + boot id).
+uint64_t localHostHash();
+
+}  // namespace chorus

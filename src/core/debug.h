@@ -1,0 +1,74 @@
+// Logging in NCCL's line format and the text behind ncclGetLastError.
+//
+//   host:pid:tid [rank] NCCL INFO message
+//
+// NCCL_DEBUG picks the level (VERSION, WARN, INFO, ABORT, TRACE), NCCL_DEBUG_SUBSYS
+// the subsystems (a list, "^" negates, ALL), NCCL_DEBUG_FILE the destination
+// (%h host name, %p pid). Every WARN also becomes the calling thread's last error.
+#pragma once
+
+#include <cstdarg>
+#include <cstdint>
+
+namespace chorus {
+
+enum class LogLevel : int { None = 0, Version = 1, Warn = 2, Info = 3, Abort = 4, Trace = 5 };
+
+// Subsystem bits, as NCCL names them.
+enum LogSubsys : uint64_t {
+  kSubsysInit = 1 << 0,
+  kSubsysColl = 1 << 1,
+  kSubsysP2p = 1 << 2,
+  kSubsysShm = 1 << 3,
+  kSubsysNet = 1 << 4,
+  kSubsysGraph = 1 << 5,
+  kSubsysTuning = 1 << 6,
+  kSubsysEnv = 1 << 7,
+  kSubsysAlloc = 1 << 8,
+  kSubsysCall = 1 << 9,
+  kSubsysProxy = 1 << 10,
+  kSubsysBootstrap = 1 << 11,
+  kSubsysReg = 1 << 12,
+  kSubsysAll = ~uint64_t(0),
+};
+
+// Is a message of this level and subsystem printed? Cheap after the first call.
+bool logEnabled(LogLevel level, uint64_t subsys);
+
+// Writes one line. `rank` is printed in the brackets (-1 prints nothing useful: "[-1]").
+void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+// The rank printed by WARN/INFO lines from this thread (set while a communicator's work runs).
+void setLogRank(int rank);
+int logRank();
+
+// ncclGetLastError: the last WARN text of this thread, else of the process.
+const char* lastErrorText();
+void clearLastError();
+
+// ncclResetDebugInit: re-read NCCL_DEBUG* on the next message.
+void resetDebugInit();
+
+}  // namespace chorus
+
+// The few macros here capture __FILE__/__LINE__, which a function cannot.
+#define WARN(...) \
+  ::chorus::logMessage(::chorus::LogLevel::Warn, ::chorus::kSubsysAll, ::chorus::logRank(), __FILE__, __LINE__, __VA_ARGS__)
+#define INFO(subsys, ...)                                                                                          \
+  do {                                                                                                             \
+    if (::chorus::logEnabled(::chorus::LogLevel::Info, (subsys)))                                                 \
+      ::chorus::logMessage(::chorus::LogLevel::Info, (subsys), ::chorus::logRank(), __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define TRACE(subsys, ...)                                                                                          \
+  do {                                                                                                              \
+    if (::chorus::logEnabled(::chorus::LogLevel::Trace, (subsys)))                                                 \
+      ::chorus::logMessage(::chorus::LogLevel::Trace, (subsys), ::chorus::logRank(), __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+
+// Propagate a failing ncclResult_t to the caller.
+#define CHORUS_CHECK(call)                          \
+  do {                                              \
+    ncclResult_t chorus_res_ = (call);              \
+    if (chorus_res_ != ncclSuccess) return chorus_res_; \
+  } while (0)

@@ -1,0 +1,75 @@
+#include "core/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "core/debug.h"
+
+namespace chorus {
+namespace {
+
+// NCCL reads NCCL_CONF_FILE, else ~/.nccl.conf, then /etc/nccl.conf; the
+// environment wins over every file.
+void parseConfFile(const std::string& path, std::map<std::string, std::string>* out) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    size_t eq = line.find('=', start);
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(start, eq - start);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    std::string value = line.substr(eq + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    value.erase(value.find_last_not_of(" \t\r") + 1);
+    out->emplace(key, value);  // first file read wins
+  }
+}
+
+const std::map<std::string, std::string>& confFileValues() {
+  static const std::map<std::string, std::string> values = [] {
+    std::map<std::string, std::string> v;
+    if (const char* file = getenv("NCCL_CONF_FILE")) {
+      parseConfFile(file, &v);
+    } else if (const char* home = getenv("HOME")) {
+      parseConfFile(std::string(home) + "/.nccl.conf", &v);
+    }
+    parseConfFile("/etc/nccl.conf", &v);
+    return v;
+  }();
+  return values;
+}
+
+}  // namespace
+
+std::optional<std::string> envValue(const char* name) {
+  if (const char* v = getenv(name)) return std::string(v);
+  const auto& conf = confFileValues();
+  auto it = conf.find(name);
+  if (it != conf.end()) return it->second;
+  return std::nullopt;
+}
+
+int64_t envInt(const char* name, int64_t fallback) {
+  auto value = envValue(name);
+  if (!value || value->empty()) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(value->c_str(), &end, 0);
+  if (errno != 0 || *end != '\0') {
+    WARN("Invalid value %s for %s, using default %lld", value->c_str(), name, static_cast<long long>(fallback));
+    return fallback;
+  }
+  return v;
+}
+
+std::string envString(const char* name, const std::string& fallback) {
+  auto value = envValue(name);
+  return value ? *value : fallback;
+}
+
+}  // namespace chorus

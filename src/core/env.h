@@ -1,0 +1,20 @@
+// Environment settings. Values come from the process environment first, then from
+// NCCL_CONF_FILE, ~/.nccl.conf and /etc/nccl.conf (lines "NAME=value"), as in NCCL.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace chorus {
+
+// The raw value of a setting, or nullopt when it is set nowhere.
+std::optional<std::string> envValue(const char* name);
+
+// An integer setting; `fallback` when unset or not a number (a WARN names the bad value).
+int64_t envInt(const char* name, int64_t fallback);
+
+// A string setting; `fallback` when unset.
+std::string envString(const char* name, const std::string& fallback = "");
+
+}  // namespace chorus

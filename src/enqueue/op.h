@@ -1,0 +1,21 @@
+// One user call as recorded by the API layer, before planning.
+#pragma once
+
+#include <cstddef>
+
+#include "common/work.h"
+#include "nccl.h"
+
+namespace chorus {
+
+struct CollOp {
+  WorkKind kind;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;  // per-rank block for AllGather (sendcount) and ReduceScatter (recvcount)
+  ncclDataType_t dtype;
+  ncclRedOp_t op;
+  int root;  // root, or the peer of Send/Recv
+};
+
+}  // namespace chorus

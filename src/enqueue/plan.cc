@@ -1,0 +1,157 @@
+#include "enqueue/plan.h"
+
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "common/datatypes.h"
+#include "core/debug.h"
+
+namespace chorus {
+namespace {
+
+bool isFloating(ncclDataType_t t) {
+  return t == ncclFloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclBfloat16 || t == ncclFloat8e4m3 ||
+         t == ncclFloat8e5m2;
+}
+
+// `value` in the storage format of `dtype`, in the low bytes of a 64-bit word.
+uint64_t encodeScalar(ncclDataType_t dtype, double value) {
+  uint64_t bits = 0;
+  dispatchType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T v;
+    if constexpr (std::is_arithmetic_v<T>) {
+      v = static_cast<T>(value);
+    } else {
+      v = fromFloat<T>(static_cast<float>(value));
+    }
+    memcpy(&bits, &v, sizeof(T));
+  });
+  return bits;
+}
+
+WorkItem makeItem(const CollOp& op, const RedOpArgs& red, int channel, ChannelRange range) {
+  WorkItem w{};
+  w.kind = op.kind;
+  w.dtype = op.dtype;
+  w.op = red;
+  w.sendbuff = op.sendbuff;
+  w.recvbuff = op.recvbuff;
+  w.blockCount = op.count;
+  w.root = op.root;
+  w.channel = channel;
+  w.range = range;
+  return w;
+}
+
+// Splits [0, count) over the channels in pieces aligned to 64 elements.
+ChannelRange channelShare(size_t count, int channel, int nChannels) {
+  size_t per = (count + nChannels - 1) / nChannels;
+  per = (per + 63) / 64 * 64;
+  size_t begin = std::min(count, per * channel);
+  size_t end = std::min(count, begin + per);
+  return ChannelRange{begin, end - begin};
+}
+
+}  // namespace
+
+ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, RedOpArgs* out) {
+  *out = RedOpArgs{};
+  switch (op) {
+    case ncclSum:
+      out->kind = RedKind::Sum;
+      return ncclSuccess;
+    case ncclProd:
+      out->kind = RedKind::Prod;
+      return ncclSuccess;
+    case ncclMax:
+      out->kind = RedKind::Max;
+      return ncclSuccess;
+    case ncclMin:
+      out->kind = RedKind::Min;
+      return ncclSuccess;
+    case ncclAvg:
+      if (isFloating(dtype)) {
+        out->kind = RedKind::PreMulSum;
+        out->scalarBits = encodeScalar(dtype, 1.0 / comm->nranks);
+      } else {
+        out->kind = RedKind::SumPostDiv;
+        out->divisor = comm->nranks;
+      }
+      return ncclSuccess;
+    default:
+      break;
+  }
+  const int index = static_cast<int>(op) - static_cast<int>(ncclNumOps);
+  if (index < 0 || index >= static_cast<int>(comm->userOps.size()) || !comm->userOps[index].inUse) {
+    WARN("Invalid argument: op %d is neither a built-in op nor one created on this communicator", static_cast<int>(op));
+    return ncclInvalidArgument;
+  }
+  const UserRedOp& user = comm->userOps[index];
+  if (user.dtype != dtype) {
+    WARN("Invalid argument: op %d was created for datatype %s but is used with %s", static_cast<int>(op),
+         typeName(user.dtype), typeName(dtype));
+    return ncclInvalidArgument;
+  }
+  out->kind = RedKind::PreMulSum;
+  out->scalarBits = user.scalarBits;
+  out->scalarPtr = user.residence == ncclScalarDevice ? user.scalarPtr : nullptr;
+  return ncclSuccess;
+}
+
+ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vector<Lane>* lanes) {
+  const int nChannels = static_cast<int>(comm->channels.size());
+  std::vector<Lane> channelLanes(nChannels, Lane{&comm->view, &comm->exec, {}});
+  std::map<int, Lane> sendLanes, recvLanes;
+  std::deque<const CollOp*> selfSends, selfRecvs;
+  Lane selfLane{&comm->view, &comm->exec, {}};
+
+  for (const CollOp& op : ops) {
+    RedOpArgs red;
+    if (op.kind == WorkKind::AllReduce || op.kind == WorkKind::ReduceScatter || op.kind == WorkKind::Reduce) {
+      CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
+    }
+    if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
+      if (op.root == comm->rank) {
+        (op.kind == WorkKind::Send ? selfSends : selfRecvs).push_back(&op);
+        continue;
+      }
+      auto& byPeer = op.kind == WorkKind::Send ? sendLanes : recvLanes;
+      auto it = byPeer.try_emplace(op.root, Lane{&comm->view, &comm->exec, {}}).first;
+      it->second.items.push_back(makeItem(op, red, 0, ChannelRange{0, op.count}));
+      continue;
+    }
+    for (int c = 0; c < nChannels; ++c) {
+      ChannelRange share = channelShare(op.count, c, nChannels);
+      if (share.count == 0 && c > 0) continue;  // channel 0 still runs an empty call (keeps ranks in step)
+      channelLanes[c].items.push_back(makeItem(op, red, c, share));
+    }
+  }
+
+  if (selfSends.size() != selfRecvs.size()) {
+    WARN("Rank %d: %zu sends to self but %zu receives from self in one group", comm->rank, selfSends.size(),
+         selfRecvs.size());
+    return ncclInvalidUsage;
+  }
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    const CollOp& s = *selfSends[i];
+    const CollOp& r = *selfRecvs[i];
+    if (s.count * typeSize(s.dtype) != r.count * typeSize(r.dtype)) {
+      WARN("Rank %d: send to self of %zu bytes matched with a receive of %zu bytes", comm->rank,
+           s.count * typeSize(s.dtype), r.count * typeSize(r.dtype));
+      return ncclInvalidUsage;
+    }
+    CollOp copy{WorkKind::LocalCopy, s.sendbuff, r.recvbuff, s.count, s.dtype, ncclSum, comm->rank};
+    selfLane.items.push_back(makeItem(copy, RedOpArgs{}, 0, ChannelRange{0, s.count}));
+  }
+
+  for (Lane& lane : channelLanes)
+    if (!lane.items.empty()) lanes->push_back(std::move(lane));
+  for (auto& [peer, lane] : sendLanes) lanes->push_back(std::move(lane));
+  for (auto& [peer, lane] : recvLanes) lanes->push_back(std::move(lane));
+  if (!selfLane.items.empty()) lanes->push_back(std::move(selfLane));
+  return ncclSuccess;
+}
+
+}  // namespace chorus

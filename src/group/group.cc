@@ -1,0 +1,182 @@
+#include "group/group.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "core/debug.h"
+#include "enqueue/plan.h"
+
+namespace chorus {
+namespace {
+
+struct InitJob {
+  ncclComm* comm;
+  std::function<ncclResult_t()> run;
+};
+
+struct GroupState {
+  int depth = 0;
+  ncclResult_t error = ncclSuccess;
+  std::vector<ncclComm*> comms;  // with pending ops, in first-use order
+  std::vector<InitJob> inits;
+};
+thread_local GroupState tGroup;
+
+// Runs the pending ops of blocking communicators on this thread, all lanes together.
+ncclResult_t runBlocking(const std::vector<ncclComm*>& comms) {
+  ncclResult_t result = connectPendingPeers(comms);
+  std::vector<Lane> lanes;
+  for (ncclComm* comm : comms) {
+    if (result == ncclSuccess) result = buildLanes(comm, comm->pending, &lanes);
+    comm->pending.clear();
+  }
+  if (result != ncclSuccess) return result;
+  CHORUS_CHECK(runLanes(lanes));
+  for (ncclComm* comm : comms) {
+    const int r = comm->exec.result.load();
+    if (r != ncclSuccess) {
+      comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
+      result = static_cast<ncclResult_t>(r);
+    }
+  }
+  return result;
+}
+
+ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops) {
+  comm->pending = std::move(ops);
+  return runBlocking({comm});
+}
+
+ncclResult_t launchGroup(GroupState& g) {
+  ncclResult_t result = ncclSuccess;
+  bool inProgress = false;
+
+  // Deferred inits: concurrently, since the ranks of one group wait for each other.
+  std::vector<std::thread> threads;
+  std::vector<ncclResult_t> initResults(g.inits.size(), ncclSuccess);
+  for (size_t i = 0; i < g.inits.size(); ++i) {
+    ncclComm* comm = g.inits[i].comm;
+    if (!comm->config.blocking) {
+      submitAsync(comm, std::move(g.inits[i].run));
+      inProgress = true;
+      continue;
+    }
+    threads.emplace_back([&, i, comm] {
+      initResults[i] = g.inits[i].run();
+      comm->asyncResult.store(initResults[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (ncclResult_t r : initResults)
+    if (r != ncclSuccess && result == ncclSuccess) result = r;
+  g.inits.clear();
+
+  std::vector<ncclComm*> blocking;
+  for (ncclComm* comm : g.comms) {
+    if (comm->pending.empty()) continue;
+    if (comm->config.blocking) {
+      blocking.push_back(comm);
+      continue;
+    }
+    auto ops = std::move(comm->pending);
+    comm->pending.clear();
+    submitAsync(comm, [comm, ops = std::move(ops)]() mutable { return runPending(comm, std::move(ops)); });
+    inProgress = true;
+  }
+  g.comms.clear();
+  if (!blocking.empty()) {
+    ncclResult_t r = runBlocking(blocking);
+    if (result == ncclSuccess) result = r;
+  }
+  if (result == ncclSuccess && inProgress) result = ncclInProgress;
+  return result;
+}
+
+void dropPending(GroupState& g) {
+  for (ncclComm* comm : g.comms) comm->pending.clear();
+  g.comms.clear();
+  for (InitJob& job : g.inits) job.comm->asyncResult.store(ncclInvalidUsage);
+  g.inits.clear();
+}
+
+}  // namespace
+
+int groupDepth() { return tGroup.depth; }
+
+ncclResult_t groupStart() {
+  ++tGroup.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t groupEnd() {
+  GroupState& g = tGroup;
+  if (g.depth == 0) {
+    WARN("ncclGroupEnd: not in a group (ncclGroupEnd without ncclGroupStart)");
+    return ncclInvalidUsage;
+  }
+  if (--g.depth > 0) return ncclSuccess;
+  if (g.error != ncclSuccess) {
+    ncclResult_t error = g.error;
+    g.error = ncclSuccess;
+    dropPending(g);
+    WARN("ncclGroupEnd: a call inside the group failed (%s); the group's work was dropped", ncclGetErrorString(error));
+    return error;
+  }
+  return launchGroup(g);
+}
+
+void groupRecordError(ncclResult_t result) {
+  if (tGroup.depth > 0 && tGroup.error == ncclSuccess) tGroup.error = result;
+}
+
+ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
+  GroupState& g = tGroup;
+  const int async = comm->asyncResult.load();
+  if (async != ncclSuccess && async != ncclInProgress) {
+    WARN("Communicator %p (rank %d) has failed earlier (%s); abort or destroy it", static_cast<void*>(comm),
+         comm->rank, ncclGetErrorString(static_cast<ncclResult_t>(async)));
+    groupRecordError(static_cast<ncclResult_t>(async));
+    return static_cast<ncclResult_t>(async);
+  }
+  if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end()) g.comms.push_back(comm);
+  comm->pending.push_back(op);
+  if (g.depth > 0) return ncclSuccess;
+  return launchGroup(g);
+}
+
+ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init) {
+  GroupState& g = tGroup;
+  if (g.depth > 0) {
+    comm->asyncResult.store(ncclInProgress);
+    g.inits.push_back(InitJob{comm, std::move(init)});
+    return ncclSuccess;
+  }
+  if (!comm->config.blocking) {
+    submitAsync(comm, std::move(init));
+    return ncclInProgress;
+  }
+  ncclResult_t r = init();
+  comm->asyncResult.store(r);
+  return r;
+}
+
+void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job) {
+  if (!comm->worker) comm->worker = std::make_unique<AsyncWorker>();
+  {
+    std::lock_guard<std::mutex> lock(comm->asyncMutex);
+    ++comm->asyncJobs;
+    if (comm->asyncResult.load() == ncclSuccess) comm->asyncResult.store(ncclInProgress);
+  }
+  comm->worker->submit([comm, job = std::move(job)] {
+    ncclResult_t r = job();
+    std::lock_guard<std::mutex> lock(comm->asyncMutex);
+    --comm->asyncJobs;
+    if (comm->asyncResult.load() != ncclInProgress) return;  // an earlier error stays
+    if (r != ncclSuccess) {
+      comm->asyncResult.store(r);
+    } else if (comm->asyncJobs == 0) {
+      comm->asyncResult.store(ncclSuccess);
+    }
+  });
+}
+}  // namespace chorus

@@ -1,0 +1,34 @@
+// Groups: ncclGroupStart/End (nested), the implicit group around a lone call, and
+// the launch of everything a group collected.
+//
+// Inside a group, calls only record work on their communicator. At the outermost
+// ncclGroupEnd: deferred communicator inits run (concurrently, one thread each);
+// then every blocking communicator's work runs on the calling thread — all their
+// lanes together, so one thread can drive all ranks of ncclCommInitAll — and each
+// non-blocking communicator's work is handed to its worker (ncclInProgress).
+#pragma once
+
+#include <functional>
+
+#include "comm/comm.h"
+#include "enqueue/op.h"
+
+namespace chorus {
+
+ncclResult_t groupStart();
+ncclResult_t groupEnd();
+int groupDepth();
+
+// Records a validated op; outside a group it runs at once.
+ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op);
+
+// Runs a communicator init now, or at the group's end when inside a group.
+ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init);
+
+// An argument error inside a group fails the whole group at ncclGroupEnd.
+void groupRecordError(ncclResult_t result);
+
+// Runs a non-blocking communicator's job on its worker, tracking asyncResult.
+void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job);
+
+}  // namespace chorus

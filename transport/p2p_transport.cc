@@ -1,0 +1,85 @@
+// P2P: both ranks live in one process, so the receiver's FIFO is plain heap memory
+// and the sender writes into it directly.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/debug.h"
+#include "transport.h"
+
+namespace chorus {
+namespace {
+
+class HeapFifo : public ConnectionResource {
+ public:
+  explicit HeapFifo(size_t bytes) : memory_(std::aligned_alloc(kCacheLine, roundUp(bytes))) {
+    if (memory_) memset(memory_, 0, roundUp(bytes));
+  }
+  ~HeapFifo() override { std::free(memory_); }
+  void* memory() const { return memory_; }
+
+ private:
+  static size_t roundUp(size_t b) { return (b + kCacheLine - 1) / kCacheLine * kCacheLine; }
+  void* memory_;
+};
+
+class P2pTransport : public Transport {
+ public:
+  const char* name() const override { return "P2P"; }
+  TransportId id() const override { return TransportId::P2p; }
+
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.processId == peer.processId;
+  }
+
+  ncclResult_t createReceiver(size_t slotBytes, const PeerInfo&, const PeerInfo& peer, ConnectHandle* handle,
+                              FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const override {
+    const size_t bytes = fifoBytes(slotBytes, kNcclSteps);
+    auto heap = std::make_unique<HeapFifo>(bytes);
+    if (!heap->memory()) {
+      WARN("P2P: allocating %zu bytes for the connection from rank %d failed", bytes, peer.rank);
+      return ncclSystemError;
+    }
+    *handle = ConnectHandle{};
+    handle->transport = TransportId::P2p;
+    handle->bytes = bytes;
+    handle->slotBytes = static_cast<int64_t>(slotBytes);
+    handle->nSlots = kNcclSteps;
+    handle->ownerPid = getpid();
+    handle->address = reinterpret_cast<uint64_t>(heap->memory());
+    *end = FifoEnd{};
+    end->ctrl = static_cast<StepFifoControl*>(heap->memory());
+    end->slots = static_cast<char*>(heap->memory()) + sizeof(StepFifoControl);
+    end->slotBytes = slotBytes;
+    end->peer = peer.rank;
+    *resource = std::move(heap);
+    return ncclSuccess;
+  }
+
+  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo&, const PeerInfo& peer, FifoEnd* end,
+                            std::unique_ptr<ConnectionResource>* resource) const override {
+    if (handle.ownerPid != getpid()) {
+      WARN("P2P: connection handle from rank %d belongs to pid %d, not this process", peer.rank, handle.ownerPid);
+      return ncclInternalError;
+    }
+    auto* base = reinterpret_cast<char*>(handle.address);
+    *end = FifoEnd{};
+    end->ctrl = reinterpret_cast<StepFifoControl*>(base);
+    end->slots = base + sizeof(StepFifoControl);
+    end->slotBytes = static_cast<size_t>(handle.slotBytes);
+    end->nSlots = handle.nSlots;
+    end->peer = peer.rank;
+    resource->reset();  // the receiver owns the memory
+    return ncclSuccess;
+  }
+};
+
+}  // namespace
+
+const Transport& p2pTransport() {
+  static const P2pTransport transport;
+  return transport;
+}
+
+}  // namespace chorus

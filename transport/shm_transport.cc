@@ -1,0 +1,147 @@
+// SHM: ranks in different processes of one host share the receiver's FIFO through
+// a POSIX shared memory object in /dev/shm. The receiver creates and sizes it (with
+// posix_fallocate, so a full /dev/shm is an error now rather than SIGBUS later); the
+// sender maps it and unlinks the name, so nothing is left behind in /dev/shm.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/debug.h"
+#include "transport.h"
+
+namespace chorus {
+namespace {
+
+class ShmMapping : public ConnectionResource {
+ public:
+  ShmMapping(void* base, size_t bytes, std::string name) : base_(base), bytes_(bytes), name_(std::move(name)) {}
+  ~ShmMapping() override {
+    if (base_) munmap(base_, bytes_);
+    if (!name_.empty()) shm_unlink(name_.c_str());  // ENOENT once the sender unlinked it: fine
+  }
+  void* base() const { return base_; }
+
+ private:
+  void* base_;
+  size_t bytes_;
+  std::string name_;
+};
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+void fillEnd(void* base, size_t slotBytes, int nSlots, int peer, int peerPid, FifoEnd* end) {
+  *end = FifoEnd{};
+  end->ctrl = static_cast<StepFifoControl*>(base);
+  end->slots = static_cast<char*>(base) + sizeof(StepFifoControl);
+  end->slotBytes = slotBytes;
+  end->nSlots = nSlots;
+  end->peer = peer;
+  end->peerPid = peerPid;
+}
+
+class ShmTransport : public Transport {
+ public:
+  const char* name() const override { return "SHM"; }
+  TransportId id() const override { return TransportId::Shm; }
+
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.hostHash == peer.hostHash && self.shmDevId == peer.shmDevId;
+  }
+
+  ncclResult_t createReceiver(size_t slotBytes, const PeerInfo& self, const PeerInfo& peer, ConnectHandle* handle,
+                              FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const override {
+    const size_t bytes = fifoBytes(slotBytes, kNcclSteps);
+    uint64_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) nonce = reinterpret_cast<uintptr_t>(&nonce);
+    char name[64];
+    snprintf(name, sizeof(name), "/chorus-%d-%d-%d-%016llx", self.pid, peer.rank, self.rank,
+             static_cast<unsigned long long>(nonce));
+    FileDescriptor fd(shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600));
+    if (fd.get() < 0) {
+      WARN("SHM: shm_open(%s) for the connection from rank %d failed: %s", name, peer.rank, strerror(errno));
+      return ncclSystemError;
+    }
+    int err = posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
+    if (err != 0) {
+      shm_unlink(name);
+      if (err == ENOSPC) {
+        WARN("SHM: /dev/shm is too small: the connection from rank %d needs %zu bytes more (posix_fallocate: %s); "
+             "enlarge /dev/shm (e.g. docker --shm-size) or lower NCCL_BUFFSIZE",
+             peer.rank, bytes, strerror(err));
+      } else {
+        WARN("SHM: posix_fallocate of %zu bytes on /dev/shm%s failed: %s", bytes, name, strerror(err));
+      }
+      return ncclSystemError;
+    }
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) {
+      shm_unlink(name);
+      WARN("SHM: mmap of %zu bytes of /dev/shm%s failed: %s", bytes, name, strerror(errno));
+      return ncclSystemError;
+    }
+    auto mapping = std::make_unique<ShmMapping>(base, bytes, name);
+    *handle = ConnectHandle{};
+    handle->transport = TransportId::Shm;
+    handle->bytes = bytes;
+    handle->slotBytes = static_cast<int64_t>(slotBytes);
+    handle->nSlots = kNcclSteps;
+    handle->ownerPid = self.pid;
+    snprintf(handle->shmName, sizeof(handle->shmName), "%s", name);
+    fillEnd(base, slotBytes, kNcclSteps, peer.rank, peer.pid != self.pid ? peer.pid : 0, end);
+    *resource = std::move(mapping);
+    return ncclSuccess;
+  }
+
+  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer, FifoEnd* end,
+                            std::unique_ptr<ConnectionResource>* resource) const override {
+    char name[sizeof(handle.shmName) + 1];
+    snprintf(name, sizeof(name), "%.*s", static_cast<int>(sizeof(handle.shmName)), handle.shmName);
+    FileDescriptor fd(shm_open(name, O_RDWR, 0600));
+    if (fd.get() < 0) {
+      WARN("SHM: shm_open(%s) of rank %d's receive buffer failed: %s", name, peer.rank, strerror(errno));
+      return ncclSystemError;
+    }
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < handle.bytes) {
+      WARN("SHM: %s from rank %d is smaller than the %llu bytes announced", name, peer.rank,
+           static_cast<unsigned long long>(handle.bytes));
+      return ncclInternalError;
+    }
+    void* base = mmap(nullptr, handle.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) {
+      WARN("SHM: mmap of %llu bytes of %s failed: %s", static_cast<unsigned long long>(handle.bytes), name,
+           strerror(errno));
+      return ncclSystemError;
+    }
+    shm_unlink(name);  // both sides have it mapped now
+    fillEnd(base, static_cast<size_t>(handle.slotBytes), handle.nSlots, peer.rank,
+            peer.pid != self.pid ? peer.pid : 0, end);
+    *resource = std::make_unique<ShmMapping>(base, handle.bytes, std::string());
+    return ncclSuccess;
+  }
+};
+
+}  // namespace
+
+const Transport& shmTransport() {
+  static const ShmTransport transport;
+  return transport;
+}
+
+}  // namespace chorus

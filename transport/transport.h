@@ -1,0 +1,68 @@
+// Transports lay out the StepFifo of a connection and give each side its FifoEnd.
+// They never see collective logic; algorithms never know which transport carries
+// a connector. Choice per peer pair: the first of P2P -> SHM -> NET that accepts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/step_fifo.h"
+#include "nccl.h"
+
+namespace chorus {
+
+// What every rank tells the others at init (all-gathered over the bootstrap).
+struct PeerInfo {
+  int rank;
+  int cudaDev;
+  int pid;
+  uint64_t hostHash;   // same host <=> same hash (NCCL_HOSTID overrides)
+  uint64_t shmDevId;   // st_dev of /dev/shm: same host and same /dev/shm for SHM
+  uint64_t processId;  // unique per process even across hosts (host hash ^ pid ^ start time)
+  char hostname[64];
+};
+
+enum class TransportId : uint32_t { P2p = 1, Shm = 2 };
+
+// Sent from the receiver to the sender over the bootstrap.
+struct ConnectHandle {
+  TransportId transport;
+  uint32_t pad;
+  uint64_t bytes;     // size of the mapped FIFO
+  int64_t slotBytes;
+  int32_t nSlots;
+  int32_t ownerPid;
+  uint64_t address;   // P2P: the FIFO's address in the shared process
+  char shmName[64];   // SHM: the POSIX shared memory object
+};
+
+// Owns whatever memory or mapping backs one side of a connection.
+class ConnectionResource {
+ public:
+  virtual ~ConnectionResource() = default;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual TransportId id() const = 0;
+  virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
+  // Receiver: lays out the FIFO, fills its own end and the handle for the sender.
+  virtual ncclResult_t createReceiver(size_t slotBytes, const PeerInfo& self, const PeerInfo& peer,
+                                      ConnectHandle* handle, FifoEnd* end,
+                                      std::unique_ptr<ConnectionResource>* resource) const = 0;
+  // Sender: attaches to the receiver's FIFO.
+  virtual ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer,
+                                    FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const = 0;
+};
+
+const Transport& p2pTransport();
+const Transport& shmTransport();
+
+// The first transport that accepts this pair, honouring NCCL_P2P_DISABLE and
+// NCCL_SHM_DISABLE; null when none does (a WARN names the peer and why).
+const Transport* selectTransport(const PeerInfo& self, const PeerInfo& peer);
+const Transport* transportById(TransportId id);
+
+}  // namespace chorus
