@@ -42,7 +42,8 @@ ncclResult_t RingBootstrap::connect(const SocketAddress& root) {
   }
   rootSocket.close();
   SocketAddress successorAddress;
-  if (!successorAddress.assign(reinterpret_cast<const sockaddr*>(&reply.successorAddress), sizeof(reply.successorAddress))) {
+  if (!successorAddress.assign(reinterpret_cast<const sockaddr*>(&reply.successorAddress),
+                               sizeof(reply.successorAddress))) {
     WARN("Bootstrap: rank %d: the root at %s sent no usable successor address", rank_, rootText.c_str());
     return ncclInternalError;
   }
@@ -172,8 +173,10 @@ RingBootstrap::Outcome RingBootstrap::readMessages(Connection& c) {
       if (c.headerBytes == sizeof(WireHeader)) {
         const WireHeader& h = c.header;
         if (h.secret != secret_ || h.rank != c.peer || h.kind != kWireP2pMessage || h.size > kMaxWireMessageBytes) {
-          WARN("Bootstrap: rank %d: corrupt message header from rank %d (kind %d, rank %d, size %llu); dropping the "
-               "connection", rank_, c.peer, h.kind, h.rank, static_cast<unsigned long long>(h.size));
+          WARN(
+              "Bootstrap: rank %d: corrupt message header from rank %d (kind %d, rank %d, size %llu); dropping the "
+              "connection",
+              rank_, c.peer, h.kind, h.rank, static_cast<unsigned long long>(h.size));
           peerClosed_[c.peer] = true;
           return Outcome::Drop;
         }
@@ -269,8 +272,8 @@ ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t siz
     return ncclSuccess;
   }
   Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
-  const std::string what = "sending " + std::to_string(size) + " bytes with tag " + std::to_string(tag) +
-                           " to rank " + std::to_string(peer) + " at " + peerAddresses_[peer].toString();
+  const std::string what = "sending " + std::to_string(size) + " bytes with tag " + std::to_string(tag) + " to rank " +
+                           std::to_string(peer) + " at " + peerAddresses_[peer].toString();
   Socket* socket = nullptr;
   CHORUS_CHECK(peerSocket(peer, deadline, &socket));
   WireHeader header{secret_, rank_, kWireP2pMessage, tag, 0, size};
@@ -356,7 +359,8 @@ ncclResult_t RingBootstrap::allGather(void* data, size_t bytesPerRank) {
   for (int step = 0; step < nranks_ - 1; ++step) {
     int sendSlot = (rank_ - step + nranks_) % nranks_;
     int recvSlot = (rank_ - step - 1 + nranks_) % nranks_;
-    CHORUS_CHECK(ringExchange(slots + sendSlot * bytesPerRank, slots + recvSlot * bytesPerRank, bytesPerRank, deadline));
+    CHORUS_CHECK(
+        ringExchange(slots + sendSlot * bytesPerRank, slots + recvSlot * bytesPerRank, bytesPerRank, deadline));
   }
   return ncclSuccess;
 }

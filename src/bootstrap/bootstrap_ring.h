@@ -4,6 +4,9 @@
 // No background thread: whoever waits (recv, send, allGather) drives progress, polling
 // the listener and every accepted connection, so messages that arrive early land in
 // the unexpected queue and peers blocked on us are never starved.
+//
+// Not thread-safe: one thread at a time calls a given Bootstrap (the communicator
+// serializes its bootstrap traffic).
 #pragma once
 
 #include <poll.h>
@@ -71,10 +74,10 @@ class RingBootstrap final : public Bootstrap {
   Socket ringSend_;  // to the successor
   Socket ringRecv_;  // from the predecessor
   std::vector<SocketAddress> peerAddresses_;
-  std::vector<Socket> outgoing_;     // per peer, opened on first send
-  std::vector<bool> peerClosed_;     // the peer's p2p connection to us ended
-  std::vector<Connection> pending_;  // accepted, first header not complete
-  std::vector<Connection> incoming_; // authenticated p2p connections
+  std::vector<Socket> outgoing_;                                             // per peer, opened on first send
+  std::vector<bool> peerClosed_;                                             // the peer's p2p connection to us ended
+  std::vector<Connection> pending_;                                          // accepted, first header not complete
+  std::vector<Connection> incoming_;                                         // authenticated p2p connections
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> unexpected_;  // (peer, tag) -> messages
 };
 

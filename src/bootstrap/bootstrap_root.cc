@@ -58,8 +58,8 @@ ncclResult_t RootServer::run() {
   std::vector<pollfd> fds;
   while (nranks_ < 0 || reported_ < nranks_) {
     if (deadline.expired()) {
-      WARN("Bootstrap root %s: timed out after %d s with %d of %d ranks reported", where_.c_str(), timeoutSeconds_, reported_,
-           nranks_);
+      WARN("Bootstrap root %s: timed out after %d s with %d of %d ranks reported", where_.c_str(), timeoutSeconds_,
+           reported_, nranks_);
       return ncclSystemError;
     }
     // Every pending connection is polled, so a silent one cannot hold up the others.
@@ -103,7 +103,8 @@ bool RootServer::readReport(PendingReport& report) {
   report.received += received;
   // Judge the secret as soon as it is in, so an intruder is not kept around.
   if (report.received >= sizeof(uint64_t) && report.hello.secret != secret_) {
-    INFO(kSubsysBootstrap, "Bootstrap root %s: dropped a connection from %s: wrong secret", where_.c_str(), peer.c_str());
+    INFO(kSubsysBootstrap, "Bootstrap root %s: dropped a connection from %s: wrong secret", where_.c_str(),
+         peer.c_str());
     return false;
   }
   if (report.received == sizeof(RootHello)) {
@@ -163,7 +164,8 @@ void RootServer::dropStale() {
   for (size_t i = pending_.size(); i-- > 0;) {
     if (now - pending_[i].acceptedAt < std::chrono::seconds(kHelloTimeoutSeconds)) continue;
     WARN("Bootstrap root %s: connection from %s sent %zu of %zu bytes of its report in %d s; dropped", where_.c_str(),
-         pending_[i].socket.address().toString().c_str(), pending_[i].received, sizeof(RootHello), kHelloTimeoutSeconds);
+         pending_[i].socket.address().toString().c_str(), pending_[i].received, sizeof(RootHello),
+         kHelloTimeoutSeconds);
     pending_.erase(pending_.begin() + i);
   }
 }
