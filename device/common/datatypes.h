@@ -128,7 +128,8 @@ CHORUS_HD float toFloat(Fp8E5M2 x) { return toFloat(Half{uint16_t(x.bits << 8)})
 
 // ---- from float: round to nearest even ----
 
-// fromFloat<T>(f): round to nearest even; NaN stays NaN; fp8 saturates to the largest finite (as NCCL's __NV_SATFINITE).
+// fromFloat<T>(f): round to nearest even; NaN stays NaN; fp8 saturates to the largest finite (as NCCL's
+// __NV_SATFINITE).
 template <typename T>
 CHORUS_HD T fromFloat(float f);
 
@@ -261,38 +262,76 @@ CHORUS_HD size_t typeSize(ncclDataType_t t) {
 template <typename F>
 bool dispatchType(ncclDataType_t t, F&& f) {
   switch (t) {
-    case ncclInt8: f(int8_t{}); return true;
-    case ncclUint8: f(uint8_t{}); return true;
-    case ncclInt32: f(int32_t{}); return true;
-    case ncclUint32: f(uint32_t{}); return true;
-    case ncclInt64: f(int64_t{}); return true;
-    case ncclUint64: f(uint64_t{}); return true;
-    case ncclFloat16: f(Half{}); return true;
-    case ncclFloat32: f(float{}); return true;
-    case ncclFloat64: f(double{}); return true;
-    case ncclBfloat16: f(BFloat16{}); return true;
-    case ncclFloat8e4m3: f(Fp8E4M3{}); return true;
-    case ncclFloat8e5m2: f(Fp8E5M2{}); return true;
-    default: return false;
+    case ncclInt8:
+      f(int8_t{});
+      return true;
+    case ncclUint8:
+      f(uint8_t{});
+      return true;
+    case ncclInt32:
+      f(int32_t{});
+      return true;
+    case ncclUint32:
+      f(uint32_t{});
+      return true;
+    case ncclInt64:
+      f(int64_t{});
+      return true;
+    case ncclUint64:
+      f(uint64_t{});
+      return true;
+    case ncclFloat16:
+      f(Half{});
+      return true;
+    case ncclFloat32:
+      f(float{});
+      return true;
+    case ncclFloat64:
+      f(double{});
+      return true;
+    case ncclBfloat16:
+      f(BFloat16{});
+      return true;
+    case ncclFloat8e4m3:
+      f(Fp8E4M3{});
+      return true;
+    case ncclFloat8e5m2:
+      f(Fp8E5M2{});
+      return true;
+    default:
+      return false;
   }
 }
 
 // Name of a ncclDataType_t as NCCL's logs spell it; "invalid" otherwise.
 inline const char* typeName(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: return "int8";
-    case ncclUint8: return "uint8";
-    case ncclInt32: return "int32";
-    case ncclUint32: return "uint32";
-    case ncclInt64: return "int64";
-    case ncclUint64: return "uint64";
-    case ncclFloat16: return "float16";
-    case ncclFloat32: return "float32";
-    case ncclFloat64: return "float64";
-    case ncclBfloat16: return "bfloat16";
-    case ncclFloat8e4m3: return "float8e4m3";
-    case ncclFloat8e5m2: return "float8e5m2";
-    default: return "invalid";
+    case ncclInt8:
+      return "int8";
+    case ncclUint8:
+      return "uint8";
+    case ncclInt32:
+      return "int32";
+    case ncclUint32:
+      return "uint32";
+    case ncclInt64:
+      return "int64";
+    case ncclUint64:
+      return "uint64";
+    case ncclFloat16:
+      return "float16";
+    case ncclFloat32:
+      return "float32";
+    case ncclFloat64:
+      return "float64";
+    case ncclBfloat16:
+      return "bfloat16";
+    case ncclFloat8e4m3:
+      return "float8e4m3";
+    case ncclFloat8e5m2:
+      return "float8e5m2";
+    default:
+      return "invalid";
   }
 }
 
