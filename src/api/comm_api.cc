@@ -2,6 +2,8 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <thread>
+#include <chrono>
 
 #include "api/export.h"
 #include "api/validate.h"
@@ -167,6 +169,9 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   CHORUS_CHECK(checkComm(comm, "ncclCommAbort"));
   comm->abortFlag.store(1);
+  // Another thread may be inside this comm's collective: its waits see the flag
+  // within milliseconds; the memory stays until it has left.
+  while (comm->activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   INFO(kSubsysInit, "comm %p rank %d nRanks %d - Abort COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
   delete comm;  // the worker sees the flag, stops waiting, and is joined
   return ncclSuccess;

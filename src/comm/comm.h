@@ -64,6 +64,7 @@ struct ncclComm {
   std::vector<chorus::PeerInfo> peers;
 
   std::atomic<uint32_t> abortFlag{0};
+  std::atomic<int> activeRuns{0};  // threads running this comm's work now (abort waits for them)
   // ncclSuccess, ncclInProgress while init or async work runs, or the sticky error.
   std::atomic<int> asyncResult{ncclSuccess};
   std::mutex asyncMutex;  // orders asyncResult updates with asyncJobs

@@ -24,20 +24,21 @@ thread_local GroupState tGroup;
 
 // Runs the pending ops of blocking communicators on this thread, all lanes together.
 ncclResult_t runBlocking(const std::vector<ncclComm*>& comms) {
+  for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
   ncclResult_t result = connectPendingPeers(comms);
   std::vector<Lane> lanes;
   for (ncclComm* comm : comms) {
     if (result == ncclSuccess) result = buildLanes(comm, comm->pending, &lanes);
     comm->pending.clear();
   }
-  if (result != ncclSuccess) return result;
-  CHORUS_CHECK(runLanes(lanes));
+  if (result == ncclSuccess) result = runLanes(lanes);
   for (ncclComm* comm : comms) {
     const int r = comm->exec.result.load();
     if (r != ncclSuccess) {
       comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
-      result = static_cast<ncclResult_t>(r);
+      if (result == ncclSuccess) result = static_cast<ncclResult_t>(r);
     }
+    comm->activeRuns.fetch_sub(1);
   }
   return result;
 }
