@@ -114,7 +114,9 @@ class SimplePrimitives {
     const uint64_t step = s.step;
     const int nSlots = s.nSlots;
     StepFifoControl* ctrl = s.ctrl;
-    ok_ = exec_.waitUntil([ctrl, step, nSlots] { return Exec::loadAcquire(&ctrl->head) + nSlots > step; }, s);
+    // Differences, not sums, so the comparisons hold across a 64-bit wrap of the counters.
+    ok_ = exec_.waitUntil(
+        [ctrl, step, nSlots] { return step - Exec::loadAcquire(&ctrl->head) < static_cast<uint64_t>(nSlots); }, s);
     return ok_ ? reinterpret_cast<T*>(s.slot(step)) : nullptr;
   }
 
@@ -129,7 +131,7 @@ class SimplePrimitives {
     FifoEnd& r = *recv_;
     const uint64_t step = r.step;
     StepFifoControl* ctrl = r.ctrl;
-    ok_ = exec_.waitUntil([ctrl, step] { return Exec::loadAcquire(&ctrl->tail) > step; }, r);
+    ok_ = exec_.waitUntil([ctrl, step] { return static_cast<int64_t>(Exec::loadAcquire(&ctrl->tail) - step) > 0; }, r);
     if (!ok_) return nullptr;
     const int64_t got = ctrl->sizes[step % r.nSlots];
     if (got != static_cast<int64_t>(n * sizeof(T))) {

@@ -6,8 +6,8 @@
 //          read by the receiver (acquire) before it reads the slot;
 //   head — steps consumed, written by the receiver once it is done with a slot,
 //          read by the sender before it overwrites that slot.
-// The sender may fill step s once head + nSlots > s; the receiver may read step s
-// once tail > s. `sizes[s % nSlots]` carries the bytes of each step so a receiver
+// The sender may fill step s once s - head < nSlots; the receiver may read step s
+// once tail - s > 0 (differences, so a wrap of the 64-bit counters is harmless). `sizes[s % nSlots]` carries the bytes of each step so a receiver
 // can detect a mismatched send/recv instead of reading garbage.
 // Where this block and the slots live (heap, POSIX shared memory, pinned or GPU
 // memory) is the transport's business; the algorithms only see a FifoEnd.

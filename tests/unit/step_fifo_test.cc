@@ -1,0 +1,197 @@
+// StepFifo and the Simple protocol's primitives, driven directly on the CPU executor:
+// slot reuse, back-pressure, counter wraparound, size checks and abort.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "common/ring_algorithms.h"
+#include "common/simple_primitives.h"
+#include "cpu/cpu_exec.h"
+
+namespace chorus {
+namespace {
+
+using Prims = SimplePrimitives<uint32_t, RedOp<uint32_t, RedKind::Sum>, CpuExec>;
+
+// One connection laid out in heap memory, as the P2P transport does.
+class TestFifo {
+ public:
+  explicit TestFifo(size_t slotBytes, uint64_t firstStep = 0)
+      : memory_(static_cast<char*>(std::aligned_alloc(kCacheLine, fifoBytes(slotBytes, kNcclSteps)))) {
+    auto* ctrl = new (memory_) StepFifoControl{};
+    ctrl->tail = firstStep;
+    ctrl->head = firstStep;
+    for (FifoEnd* end : {&sender, &receiver}) {
+      end->ctrl = ctrl;
+      end->slots = memory_ + sizeof(StepFifoControl);
+      end->slotBytes = slotBytes;
+      end->step = firstStep;
+    }
+    sender.peer = 1;
+    receiver.peer = 0;
+  }
+  ~TestFifo() { std::free(memory_); }
+
+  FifoEnd sender;
+  FifoEnd receiver;
+
+ private:
+  char* memory_;
+};
+
+struct Side {
+  std::atomic<uint32_t> abort{0};
+  ExecContext ctx;
+  CpuExec exec{ctx};
+  Side() {
+    ctx.abortFlag = &abort;
+    ctx.timeoutSec = 30;
+  }
+};
+
+RedOp<uint32_t, RedKind::Sum> sumOp() { return RedOp<uint32_t, RedKind::Sum>{0, 1}; }
+
+TEST(StepFifoTest, StepsCarryDataAndAdvanceBothCounters) {
+  TestFifo fifo(64);
+  Side tx, rx;
+  Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
+  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  std::vector<uint32_t> in = {1, 2, 3, 4}, out(4, 0);
+  send.send(in.data(), in.size(), false);
+  EXPECT_EQ(fifo.sender.ctrl->tail, 1u);
+  EXPECT_EQ(fifo.sender.ctrl->sizes[0], 16);
+  recv.recv(out.data(), out.size(), false);
+  EXPECT_EQ(fifo.receiver.ctrl->head, 1u);
+  EXPECT_EQ(out, in);
+  EXPECT_TRUE(send.ok());
+  EXPECT_TRUE(recv.ok());
+}
+
+TEST(StepFifoTest, SenderWaitsForAFreeSlot) {
+  TestFifo fifo(16);
+  Side tx, rx;
+  Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
+  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  uint32_t value = 7;
+  for (int i = 0; i < kNcclSteps; ++i) send.send(&value, 1, false);  // fills every slot
+  std::atomic<bool> ninthDone{false};
+  std::thread sender([&] {
+    uint32_t v = 99;
+    send.send(&v, 1, false);
+    ninthDone = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(ninthDone.load()) << "the sender overwrote a slot the receiver had not read";
+  uint32_t out = 0;
+  recv.recv(&out, 1, false);  // frees slot 0
+  sender.join();
+  EXPECT_TRUE(ninthDone.load());
+  for (int i = 1; i < kNcclSteps; ++i) recv.recv(&out, 1, false);
+  recv.recv(&out, 1, false);
+  EXPECT_EQ(out, 99u);
+}
+
+// Streams many steps of varying sizes through the 8 slots, with the counters starting
+// just below 2^64 so that they wrap in the middle of the stream.
+TEST(StepFifoTest, StreamSurvivesSlotAndCounterWraparound) {
+  const uint64_t firstStep = UINT64_MAX - 37;
+  TestFifo fifo(256, firstStep);
+  Side tx, rx;
+  const int kSteps = 5000;
+  auto sizeOf = [](int i) { return static_cast<size_t>((i * 7) % 64 + 1); };  // 1..64 elements
+  std::thread sender([&] {
+    Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
+    std::vector<uint32_t> data(64);
+    for (int i = 0; i < kSteps; ++i) {
+      for (size_t k = 0; k < sizeOf(i); ++k) data[k] = static_cast<uint32_t>(i * 1000 + k);
+      send.send(data.data(), sizeOf(i), false);
+    }
+  });
+  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  std::vector<uint32_t> out(64);
+  int wrong = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    recv.recv(out.data(), sizeOf(i), false);
+    for (size_t k = 0; k < sizeOf(i); ++k) wrong += out[k] != static_cast<uint32_t>(i * 1000 + k);
+  }
+  sender.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_TRUE(recv.ok());
+  EXPECT_EQ(fifo.receiver.step, firstStep + kSteps);  // wrapped past zero
+  EXPECT_LT(fifo.receiver.step, firstStep);
+}
+
+TEST(StepFifoTest, MismatchedStepSizeFailsInsteadOfReadingGarbage) {
+  TestFifo fifo(64);
+  Side tx, rx;
+  Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
+  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  std::vector<uint32_t> in(4, 1), out(8, 0);
+  send.send(in.data(), 4, false);
+  recv.recv(out.data(), 8, false);
+  EXPECT_FALSE(recv.ok());
+  EXPECT_EQ(rx.ctx.result.load(), ncclInvalidUsage);
+  EXPECT_EQ(out[0], 0u) << "nothing is copied out of a malformed step";
+}
+
+TEST(StepFifoTest, AbortInterruptsABlockedReceive) {
+  TestFifo fifo(64);
+  Side rx;
+  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    rx.abort = 1;
+  });
+  const auto start = std::chrono::steady_clock::now();
+  uint32_t out = 0;
+  recv.recv(&out, 1, false);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  aborter.join();
+  EXPECT_FALSE(recv.ok());
+  EXPECT_EQ(rx.ctx.result.load(), ncclSystemError);
+  EXPECT_LT(seconds, 2.0);
+}
+
+TEST(StepFifoTest, TimeoutEndsAWaitThatNeverCompletes) {
+  TestFifo fifo(64);
+  Side rx;
+  rx.ctx.timeoutSec = 1;
+  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  uint32_t out = 0;
+  recv.recv(&out, 1, false);
+  EXPECT_FALSE(recv.ok());
+  EXPECT_EQ(rx.ctx.result.load(), ncclSystemError);
+}
+
+// The ring programs over a one-rank-per-thread ring of three FIFOs.
+TEST(StepFifoTest, RingAllReduceOverThreeThreads) {
+  const int n = 3;
+  const size_t count = 1000;  // several rounds through 64-byte slots
+  std::vector<std::unique_ptr<TestFifo>> links;
+  for (int r = 0; r < n; ++r) links.push_back(std::make_unique<TestFifo>(64));  // link r: rank r -> r+1
+  std::vector<std::vector<uint32_t>> data(n, std::vector<uint32_t>(count));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) data[r][i] = static_cast<uint32_t>(r * 10 + i);
+  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<Side>> sides;
+  for (int r = 0; r < n; ++r) sides.push_back(std::make_unique<Side>());
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      int ring[n];
+      for (int k = 0; k < n; ++k) ring[k] = (r + k) % n;
+      Prims prims(sides[r]->exec, &links[(r + n - 1) % n]->receiver, &links[r]->sender, sumOp());
+      ringAllReduce(prims, ring, n, data[r].data(), data[r].data(), ChannelRange{0, count});
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(data[r][i], static_cast<uint32_t>(30 + 3 * i)) << "rank " << r << " index " << i;
+}
+
+}  // namespace
+}  // namespace chorus
