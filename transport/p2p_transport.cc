@@ -13,8 +13,9 @@ namespace {
 
 class HeapFifo : public ConnectionResource {
  public:
-  explicit HeapFifo(size_t bytes) : memory_(std::aligned_alloc(kCacheLine, roundUp(bytes))) {
-    if (memory_) memset(memory_, 0, roundUp(bytes));
+  explicit HeapFifo(const FifoLayout& layout) : memory_(std::aligned_alloc(kCacheLine, roundUp(layout.totalBytes()))) {
+    // Counters and LL/LL128 flags start at 0 (= no data yet); Simple slots need no clearing.
+    if (memory_) memset(memory_, 0, layout.bufferOffset(static_cast<int>(Protocol::Simple)));
   }
   ~HeapFifo() override { std::free(memory_); }
   void* memory() const { return memory_; }
@@ -33,10 +34,10 @@ class P2pTransport : public Transport {
     return self.processId == peer.processId;
   }
 
-  ncclResult_t createReceiver(size_t slotBytes, const PeerInfo&, const PeerInfo& peer, ConnectHandle* handle,
+  ncclResult_t createReceiver(const FifoLayout& layout, const PeerInfo&, const PeerInfo& peer, ConnectHandle* handle,
                               FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const override {
-    const size_t bytes = fifoBytes(slotBytes, kNcclSteps);
-    auto heap = std::make_unique<HeapFifo>(bytes);
+    const size_t bytes = layout.totalBytes();
+    auto heap = std::make_unique<HeapFifo>(layout);
     if (!heap->memory()) {
       WARN("P2P: allocating %zu bytes for the connection from rank %d failed", bytes, peer.rank);
       return ncclSystemError;
@@ -44,14 +45,11 @@ class P2pTransport : public Transport {
     *handle = ConnectHandle{};
     handle->transport = TransportId::P2p;
     handle->bytes = bytes;
-    handle->slotBytes = static_cast<int64_t>(slotBytes);
-    handle->nSlots = kNcclSteps;
+    handle->layout = layout;
     handle->ownerPid = getpid();
     handle->address = reinterpret_cast<uint64_t>(heap->memory());
     *end = FifoEnd{};
-    end->ctrl = static_cast<StepFifoControl*>(heap->memory());
-    end->slots = static_cast<char*>(heap->memory()) + sizeof(StepFifoControl);
-    end->slotBytes = slotBytes;
+    end->attach(heap->memory(), layout);
     end->peer = peer.rank;
     *resource = std::move(heap);
     return ncclSuccess;
@@ -63,12 +61,8 @@ class P2pTransport : public Transport {
       WARN("P2P: connection handle from rank %d belongs to pid %d, not this process", peer.rank, handle.ownerPid);
       return ncclInternalError;
     }
-    auto* base = reinterpret_cast<char*>(handle.address);
     *end = FifoEnd{};
-    end->ctrl = reinterpret_cast<StepFifoControl*>(base);
-    end->slots = base + sizeof(StepFifoControl);
-    end->slotBytes = static_cast<size_t>(handle.slotBytes);
-    end->nSlots = handle.nSlots;
+    end->attach(reinterpret_cast<void*>(handle.address), handle.layout);
     end->peer = peer.rank;
     resource->reset();  // the receiver owns the memory
     return ncclSuccess;

@@ -45,12 +45,9 @@ class FileDescriptor {
   int fd_;
 };
 
-void fillEnd(void* base, size_t slotBytes, int nSlots, int peer, int peerPid, FifoEnd* end) {
+void fillEnd(void* base, const FifoLayout& layout, int peer, int peerPid, FifoEnd* end) {
   *end = FifoEnd{};
-  end->ctrl = static_cast<StepFifoControl*>(base);
-  end->slots = static_cast<char*>(base) + sizeof(StepFifoControl);
-  end->slotBytes = slotBytes;
-  end->nSlots = nSlots;
+  end->attach(base, layout);
   end->peer = peer;
   end->peerPid = peerPid;
 }
@@ -64,9 +61,10 @@ class ShmTransport : public Transport {
     return self.hostHash == peer.hostHash && self.shmDevId == peer.shmDevId;
   }
 
-  ncclResult_t createReceiver(size_t slotBytes, const PeerInfo& self, const PeerInfo& peer, ConnectHandle* handle,
-                              FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const override {
-    const size_t bytes = fifoBytes(slotBytes, kNcclSteps);
+  ncclResult_t createReceiver(const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer,
+                              ConnectHandle* handle, FifoEnd* end,
+                              std::unique_ptr<ConnectionResource>* resource) const override {
+    const size_t bytes = layout.totalBytes();
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) nonce = reinterpret_cast<uintptr_t>(&nonce);
     char name[64];
@@ -99,11 +97,10 @@ class ShmTransport : public Transport {
     *handle = ConnectHandle{};
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
-    handle->slotBytes = static_cast<int64_t>(slotBytes);
-    handle->nSlots = kNcclSteps;
+    handle->layout = layout;
     handle->ownerPid = self.pid;
     snprintf(handle->shmName, sizeof(handle->shmName), "%s", name);
-    fillEnd(base, slotBytes, kNcclSteps, peer.rank, peer.pid != self.pid ? peer.pid : 0, end);
+    fillEnd(base, layout, peer.rank, peer.pid != self.pid ? peer.pid : 0, end);
     *resource = std::move(mapping);
     return ncclSuccess;
   }
@@ -130,8 +127,7 @@ class ShmTransport : public Transport {
       return ncclSystemError;
     }
     shm_unlink(name);  // both sides have it mapped now
-    fillEnd(base, static_cast<size_t>(handle.slotBytes), handle.nSlots, peer.rank,
-            peer.pid != self.pid ? peer.pid : 0, end);
+    fillEnd(base, handle.layout, peer.rank, peer.pid != self.pid ? peer.pid : 0, end);
     *resource = std::make_unique<ShmMapping>(base, handle.bytes, std::string());
     return ncclSuccess;
   }

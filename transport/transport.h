@@ -19,6 +19,7 @@ struct PeerInfo {
   uint64_t hostHash;   // same host <=> same hash (NCCL_HOSTID overrides)
   uint64_t shmDevId;   // st_dev of /dev/shm: same host and same /dev/shm for SHM
   uint64_t processId;  // unique per process even across hosts (host hash ^ pid ^ start time)
+  int channelsWanted;  // what this rank's cores can serve; the communicator takes the minimum
   char hostname[64];
 };
 
@@ -29,9 +30,9 @@ struct ConnectHandle {
   TransportId transport;
   uint32_t pad;
   uint64_t bytes;     // size of the mapped FIFO
-  int64_t slotBytes;
-  int32_t nSlots;
+  FifoLayout layout;
   int32_t ownerPid;
+  int32_t pad2;
   uint64_t address;   // P2P: the FIFO's address in the shared process
   char shmName[64];   // SHM: the POSIX shared memory object
 };
@@ -49,7 +50,7 @@ class Transport {
   virtual TransportId id() const = 0;
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Receiver: lays out the FIFO, fills its own end and the handle for the sender.
-  virtual ncclResult_t createReceiver(size_t slotBytes, const PeerInfo& self, const PeerInfo& peer,
+  virtual ncclResult_t createReceiver(const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer,
                                       ConnectHandle* handle, FifoEnd* end,
                                       std::unique_ptr<ConnectionResource>* resource) const = 0;
   // Sender: attaches to the receiver's FIFO.

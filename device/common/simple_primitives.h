@@ -1,6 +1,13 @@
 // Primitives of the Simple protocol: whole slots, one step per call, the step's
 // completion signalled by the tail/head counters of a StepFifo.
 //
+// Every protocol's primitives class has this interface, so the algorithms
+// (ring_algorithms.h, tree_algorithms.h) are templates over it:
+//   maxStepElems(), ok(), selfCopy, send, copySend, recv, recvReduceSend,
+//   recvReduceCopy, recvReduceCopySend, recvCopySend.
+// A primitive reads from every end of its receive PeerSet (reducing them with the
+// rank's own input where it reduces) and writes to every end of its send PeerSet.
+//
 // Values travelling through FIFOs are "pipeline values": the op's pre() (PreMulSum's
 // multiply) is already applied, its post() (integer average's divide) is not, except
 // where a primitive is documented to apply it to a final result.
@@ -22,14 +29,16 @@ namespace chorus {
 template <typename T, typename Op, typename Exec>
 class SimplePrimitives {
  public:
-  SimplePrimitives(Exec& exec, FifoEnd* recvEnd, FifoEnd* sendEnd, const Op& op)
-      : exec_(exec), recv_(recvEnd), send_(sendEnd), op_(op) {}
+  static constexpr Protocol kProtocol = Protocol::Simple;
 
-  // Elements one step can carry: the smaller slot of the two connections.
+  SimplePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
+      : exec_(exec), recv_(recv), send_(send), op_(op) {}
+
+  // Elements one step can carry: the smallest slot among the connections.
   CHORUS_HD size_t maxStepElems() const {
     size_t bytes = SIZE_MAX;
-    if (recv_) bytes = recv_->slotBytes;
-    if (send_ && send_->slotBytes < bytes) bytes = send_->slotBytes;
+    for (int i = 0; i < recv_.count; ++i) bytes = bytes < slotBytes(recv_.ends[i]) ? bytes : slotBytes(recv_.ends[i]);
+    for (int i = 0; i < send_.count; ++i) bytes = bytes < slotBytes(send_.ends[i]) ? bytes : slotBytes(send_.ends[i]);
     return bytes / sizeof(T);
   }
 
@@ -44,7 +53,7 @@ class SimplePrimitives {
     T* out = acquireSend();
     if (!out) return;
     copyArray(out, src, n, op_, pre, false);
-    postSend(n);
+    finishSend(out, n);
   }
 
   // dst = src; out = src  (a rank's own block entering the ring, no op involved)
@@ -53,7 +62,7 @@ class SimplePrimitives {
     if (!out) return;
     copyArray(out, src, n, op_, false, false);
     if (dst != src) copyArray(dst, out, n, op_, false, false);
-    postSend(n);
+    finishSend(out, n);
   }
 
   // dst = post?(in)
@@ -64,35 +73,35 @@ class SimplePrimitives {
     postRecv();
   }
 
-  // out = in (+) pre(src)
+  // out = in... (+) pre(src)
   CHORUS_HD void recvReduceSend(const T* src, size_t n) {
     const T* in = acquireRecv(n);
     if (!in) return;
     T* out = acquireSend();
     if (!out) return;
-    reduceArrays(out, in, src, n, op_, false, true, false);
+    reduceAll(out, in, src, n, false);
     postRecv();
-    postSend(n);
+    finishSend(out, n);
   }
 
-  // dst = post(in (+) pre(src))
+  // dst = post(in... (+) pre(src))
   CHORUS_HD void recvReduceCopy(const T* src, T* dst, size_t n) {
     const T* in = acquireRecv(n);
     if (!in) return;
-    reduceArrays(dst, in, src, n, op_, false, true, true);
+    reduceAll(dst, in, src, n, true);
     postRecv();
   }
 
-  // dst = out = post(in (+) pre(src)): the final value, sent on as it is.
+  // dst = out = post(in... (+) pre(src)): the final value, sent on as it is.
   CHORUS_HD void recvReduceCopySend(const T* src, T* dst, size_t n) {
     const T* in = acquireRecv(n);
     if (!in) return;
     T* out = acquireSend();
     if (!out) return;
-    reduceArrays(out, in, src, n, op_, false, true, true);
+    reduceAll(out, in, src, n, true);
     copyArray(dst, out, n, op_, false, false);
     postRecv();
-    postSend(n);
+    finishSend(out, n);
   }
 
   // dst = out = in
@@ -104,52 +113,79 @@ class SimplePrimitives {
     copyArray(out, in, n, op_, false, false);
     copyArray(dst, out, n, op_, false, false);
     postRecv();
-    postSend(n);
+    finishSend(out, n);
   }
 
  private:
+  static CHORUS_HD size_t slotBytes(const FifoEnd* e) { return e->slotBytes[static_cast<int>(kProtocol)]; }
+
+  // Reduces every received slot with pre(src) into dst (post() applied when asked).
+  CHORUS_HD void reduceAll(T* dst, const T* in, const T* src, size_t n, bool post) {
+    if (recv_.count == 1) {
+      reduceArrays(dst, in, src, n, op_, false, true, post);
+      return;
+    }
+    reduceArrays(dst, in, src, n, op_, false, true, false);
+    for (int i = 1; i < recv_.count; ++i) {
+      const T* more = reinterpret_cast<const T*>(recv_.ends[i]->slot(kProtocol, recv_.ends[i]->step));
+      reduceArrays(dst, dst, more, n, op_, false, false, post && i == recv_.count - 1);
+    }
+  }
+
+  // Waits until every send end has a free slot; returns the first end's slot.
   CHORUS_HD T* acquireSend() {
     if (!ok_) return nullptr;
-    FifoEnd& s = *send_;
-    const uint64_t step = s.step;
-    const int nSlots = s.nSlots;
-    StepFifoControl* ctrl = s.ctrl;
-    // Differences, not sums, so the comparisons hold across a 64-bit wrap of the counters.
-    ok_ = exec_.waitUntil(
-        [ctrl, step, nSlots] { return step - Exec::loadAcquire(&ctrl->head) < static_cast<uint64_t>(nSlots); }, s);
-    return ok_ ? reinterpret_cast<T*>(s.slot(step)) : nullptr;
+    for (int i = 0; i < send_.count && ok_; ++i) {
+      FifoEnd& s = *send_.ends[i];
+      const uint64_t step = s.step;
+      const uint64_t nSlots = static_cast<uint64_t>(s.nSlots);
+      StepFifoControl* ctrl = s.ctrl;
+      // Differences, not sums, so the comparisons hold across a 64-bit wrap of the counters.
+      ok_ = exec_.waitUntil([ctrl, step, nSlots] { return step - Exec::loadAcquire(&ctrl->head) < nSlots; }, s);
+    }
+    return ok_ ? reinterpret_cast<T*>(send_.ends[0]->slot(kProtocol, send_.ends[0]->step)) : nullptr;
   }
 
-  CHORUS_HD void postSend(size_t n) {
-    FifoEnd& s = *send_;
-    s.ctrl->sizes[s.step % s.nSlots] = static_cast<int64_t>(n * sizeof(T));
-    Exec::storeRelease(&s.ctrl->tail, ++s.step);
+  // Copies the first slot to the other send ends, then publishes the step on all.
+  CHORUS_HD void finishSend(const T* out, size_t n) {
+    for (int i = 0; i < send_.count; ++i) {
+      FifoEnd& s = *send_.ends[i];
+      if (i > 0) copyArray(reinterpret_cast<T*>(s.slot(kProtocol, s.step)), out, n, op_, false, false);
+      s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] = static_cast<int64_t>(n * sizeof(T));
+      Exec::storeRelease(&s.ctrl->tail, ++s.step);
+    }
   }
 
+  // Waits until every receive end has step data; returns the first end's slot.
   CHORUS_HD const T* acquireRecv(size_t n) {
     if (!ok_) return nullptr;
-    FifoEnd& r = *recv_;
-    const uint64_t step = r.step;
-    StepFifoControl* ctrl = r.ctrl;
-    ok_ = exec_.waitUntil([ctrl, step] { return static_cast<int64_t>(Exec::loadAcquire(&ctrl->tail) - step) > 0; }, r);
-    if (!ok_) return nullptr;
-    const int64_t got = ctrl->sizes[step % r.nSlots];
-    if (got != static_cast<int64_t>(n * sizeof(T))) {
-      exec_.fail(r, "step size mismatch (send and receive counts differ)", got, static_cast<long>(n * sizeof(T)));
-      ok_ = false;
-      return nullptr;
+    for (int i = 0; i < recv_.count && ok_; ++i) {
+      FifoEnd& r = *recv_.ends[i];
+      const uint64_t step = r.step;
+      StepFifoControl* ctrl = r.ctrl;
+      ok_ = exec_.waitUntil([ctrl, step] { return static_cast<int64_t>(Exec::loadAcquire(&ctrl->tail) - step) > 0; },
+                            r);
+      if (!ok_) return nullptr;
+      const int64_t got = ctrl->sizes[step & static_cast<uint64_t>(r.nSlots - 1)];
+      if (got != static_cast<int64_t>(n * sizeof(T))) {
+        exec_.fail(r, "step size mismatch (send and receive counts differ)", got, static_cast<long>(n * sizeof(T)));
+        ok_ = false;
+        return nullptr;
+      }
     }
-    return reinterpret_cast<const T*>(r.slot(step));
+    return reinterpret_cast<const T*>(recv_.ends[0]->slot(kProtocol, recv_.ends[0]->step));
   }
 
   CHORUS_HD void postRecv() {
-    FifoEnd& r = *recv_;
-    Exec::storeRelease(&r.ctrl->head, ++r.step);
+    for (int i = 0; i < recv_.count; ++i) {
+      FifoEnd& r = *recv_.ends[i];
+      Exec::storeRelease(&r.ctrl->head, ++r.step);
+    }
   }
 
   Exec& exec_;
-  FifoEnd* recv_;
-  FifoEnd* send_;
+  PeerSet recv_;
+  PeerSet send_;
   Op op_;
   bool ok_ = true;
 };

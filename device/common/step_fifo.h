@@ -1,15 +1,19 @@
 // StepFifo: the connector between a sender and a receiver, as both executors see it.
 //
-// The receiver owns NCCL_STEPS slots of `slotBytes` each. Two 64-bit counters that
-// never wrap order the hand-off:
+// The receiver owns `nSlots` slots per protocol (Simple, LL, LL128), each protocol in
+// its own buffer. Two 64-bit counters that never wrap in practice order the hand-off:
 //   tail — steps produced, written by the sender after the slot's data (release),
-//          read by the receiver (acquire) before it reads the slot;
+//          read by the receiver (acquire) before it reads the slot (Simple only:
+//          LL and LL128 carry their completion flag inside the data);
 //   head — steps consumed, written by the receiver once it is done with a slot,
-//          read by the sender before it overwrites that slot.
+//          read by the sender before it overwrites that slot (every protocol).
 // The sender may fill step s once s - head < nSlots; the receiver may read step s
-// once tail - s > 0 (differences, so a wrap of the 64-bit counters is harmless). `sizes[s % nSlots]` carries the bytes of each step so a receiver
-// can detect a mismatched send/recv instead of reading garbage.
-// Where this block and the slots live (heap, POSIX shared memory, pinned or GPU
+// once tail - s > 0 (differences, so even a wrap of the counters is harmless).
+// Step s of any protocol uses slot s % nSlots of that protocol's buffer; both sides
+// run the same sequence of calls, so they agree on every step's protocol and size.
+// `sizes[s % nSlots]` carries the bytes of each Simple step so a receiver detects a
+// mismatched send/recv instead of reading garbage.
+// Where this block and the buffers live (heap, POSIX shared memory, pinned or GPU
 // memory) is the transport's business; the algorithms only see a FifoEnd.
 #pragma once
 
@@ -18,30 +22,76 @@
 
 namespace chorus {
 
-constexpr int kNcclSteps = 8;
+// NCCL's numbering (NCCL_PROTO_LL 0, NCCL_PROTO_LL128 1, NCCL_PROTO_SIMPLE 2).
+enum class Protocol : int { LL = 0, LL128 = 1, Simple = 2 };
+constexpr int kNumProtocols = 3;
+// NCCL's numbering (NCCL_ALGO_TREE 0, NCCL_ALGO_RING 1).
+enum class Algorithm : int { Tree = 0, Ring = 1 };
+constexpr int kNumAlgorithms = 2;
+
+constexpr int kNcclSteps = 8;   // default slots per connection, as NCCL_STEPS
+constexpr int kMaxSteps = 16;   // slot counts are powers of two up to this
 constexpr size_t kCacheLine = 128;  // keeps the two counters on separate lines (also on GPUs)
 
 struct StepFifoControl {
   alignas(kCacheLine) uint64_t tail;
   alignas(kCacheLine) uint64_t head;
-  alignas(kCacheLine) int64_t sizes[kNcclSteps];
+  alignas(kCacheLine) int64_t sizes[kMaxSteps];
 };
 
-// One side of a connection: where the control block and slots are, plus this
+// How a connection's memory is laid out: the control block, then one buffer per protocol.
+struct FifoLayout {
+  int nSlots = kNcclSteps;
+  size_t slotBytes[kNumProtocols] = {0, 0, 0};  // LL: whole 16 B lines; LL128: whole 128 B lines
+
+  size_t bufferOffset(int proto) const {
+    size_t offset = sizeof(StepFifoControl);
+    for (int p = 0; p < proto; ++p) offset += slotBytes[p] * nSlots;
+    return offset;
+  }
+  size_t totalBytes() const { return bufferOffset(kNumProtocols); }
+};
+
+// One side of a connection: where the control block and buffers are, plus this
 // side's own step counter.
 struct FifoEnd {
   StepFifoControl* ctrl = nullptr;
-  char* slots = nullptr;   // nSlots * slotBytes
-  size_t slotBytes = 0;
+  char* buffs[kNumProtocols] = {nullptr, nullptr, nullptr};
+  size_t slotBytes[kNumProtocols] = {0, 0, 0};
   int nSlots = kNcclSteps;
-  uint64_t step = 0;       // next step this side will produce (sender) or consume (receiver)
-  int peer = -1;           // the rank at the other end, for error messages
-  int peerPid = 0;         // that rank's process, to notice it dying (0: same process)
+  uint64_t step = 0;  // next step this side will produce (sender) or consume (receiver)
+  int peer = -1;      // the rank at the other end, for error messages
+  int peerPid = 0;    // that rank's process, to notice it dying (0: same process)
 
-  char* slot(uint64_t s) const { return slots + (s % nSlots) * slotBytes; }
+  char* slot(Protocol p, uint64_t s) const {
+    const int i = static_cast<int>(p);
+    return buffs[i] + (s & static_cast<uint64_t>(nSlots - 1)) * slotBytes[i];
+  }
+  // Points this end at a connection's memory laid out as `layout`.
+  void attach(void* base, const FifoLayout& layout) {
+    ctrl = static_cast<StepFifoControl*>(base);
+    for (int p = 0; p < kNumProtocols; ++p) {
+      buffs[p] = static_cast<char*>(base) + layout.bufferOffset(p);
+      slotBytes[p] = layout.slotBytes[p];
+    }
+    nSlots = layout.nSlots;
+  }
 };
 
-// Bytes of shared memory a transport lays out for one connection.
-inline size_t fifoBytes(size_t slotBytes, int nSlots) { return sizeof(StepFifoControl) + slotBytes * nSlots; }
+// The sending and receiving ends a primitive works with: up to kMaxPeers of each
+// (a tree node receives from its children and sends to its parent, or the reverse).
+constexpr int kMaxPeers = 3;
+struct PeerSet {
+  FifoEnd* ends[kMaxPeers] = {nullptr, nullptr, nullptr};
+  int count = 0;
+
+  PeerSet() = default;
+  explicit PeerSet(FifoEnd* one) {
+    if (one) ends[count++] = one;
+  }
+  void add(FifoEnd* end) {
+    if (end && count < kMaxPeers) ends[count++] = end;
+  }
+};
 
 }  // namespace chorus

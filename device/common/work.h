@@ -28,6 +28,8 @@ struct RedOpArgs {
 
 struct WorkItem {
   WorkKind kind;
+  Algorithm algo;
+  Protocol proto;
   ncclDataType_t dtype;
   RedOpArgs op;
   const void* sendbuff;
@@ -38,11 +40,22 @@ struct WorkItem {
   ChannelRange range;  // this channel's share
 };
 
-// What a channel's program may touch: its ring connectors and ring order.
+// A channel's tree neighbours and the connections to them.
+struct TreeView {
+  int parent = -1;                         // -1 at the root
+  int nChildren = 0;
+  FifoEnd* sendUp = nullptr;               // to the parent
+  FifoEnd* recvDown = nullptr;             // from the parent
+  FifoEnd* recvUp[kMaxPeers] = {};         // from each child
+  FifoEnd* sendDown[kMaxPeers] = {};       // to each child
+};
+
+// What a channel's program may touch: its ring and tree connectors and ring order.
 struct ChannelView {
   FifoEnd* ringRecv = nullptr;
   FifoEnd* ringSend = nullptr;
   const int* ringRanks = nullptr;  // ringRanks[k]: user rank k hops downstream; [0] is self
+  TreeView tree;
 };
 
 struct CommView {

@@ -18,10 +18,26 @@ ncclComm::~ncclComm() {
 
 void ncclComm::refreshView() {
   channelViews.resize(channels.size());
+  auto endOf = [](chorus::Connection& c) { return c.connected() ? &c.end : nullptr; };
   for (size_t c = 0; c < channels.size(); ++c) {
-    channelViews[c].ringRecv = &channels[c].ringRecv.end;
-    channelViews[c].ringSend = &channels[c].ringSend.end;
-    channelViews[c].ringRanks = channels[c].ringRanks.data();
+    chorus::Channel& ch = channels[c];
+    chorus::ChannelView& v = channelViews[c];
+    v = chorus::ChannelView{};
+    if (nranks > 1) {
+      v.ringRecv = endOf(ch.recv[ch.ringRanks[nranks - 1]]);
+      v.ringSend = endOf(ch.send[ch.ringRanks[1]]);
+    }
+    v.ringRanks = ch.ringRanks.data();
+    v.tree.parent = ch.tree.parent;
+    v.tree.nChildren = ch.tree.nChildren;
+    if (ch.tree.parent >= 0) {
+      v.tree.sendUp = endOf(ch.send[ch.tree.parent]);
+      v.tree.recvDown = endOf(ch.recv[ch.tree.parent]);
+    }
+    for (int i = 0; i < ch.tree.nChildren; ++i) {
+      v.tree.recvUp[i] = endOf(ch.recv[ch.tree.children[i]]);
+      v.tree.sendDown[i] = endOf(ch.send[ch.tree.children[i]]);
+    }
   }
   p2pSendEnds.assign(nranks, nullptr);
   p2pRecvEnds.assign(nranks, nullptr);

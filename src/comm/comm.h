@@ -12,6 +12,7 @@
 #include "bootstrap/bootstrap.h"
 #include "common/work.h"
 #include "comm/async_worker.h"
+#include "comm/trees.h"
 #include "cpu/cpu_exec.h"
 #include "enqueue/op.h"
 #include "nccl.h"
@@ -30,8 +31,11 @@ struct Connection {
 struct Channel {
   int id = 0;
   std::vector<int> ringRanks;  // ringRanks[k]: user rank k hops downstream; [0] is self
-  Connection ringRecv;         // from ringRanks[n-1]
-  Connection ringSend;         // to ringRanks[1]
+  TreeLinks tree;              // tree channel % 2 of the double binary tree
+  // Connections to the ring and tree neighbours, indexed by peer; ring and tree
+  // share a connection where they share a neighbour.
+  std::vector<Connection> send;
+  std::vector<Connection> recv;
 };
 
 // A reduction op made by ncclRedOpCreatePreMulSum.
@@ -71,8 +75,8 @@ struct ncclComm {
   int asyncJobs = 0;      // jobs queued on or running in `worker`
   chorus::ExecContext exec;
 
-  size_t ringSlotBytes = 0;
-  size_t p2pSlotBytes = 0;
+  chorus::FifoLayout collLayout;  // ring and tree connections: every protocol
+  chorus::FifoLayout p2pLayout;   // send/recv connections
   std::vector<chorus::Channel> channels;
   std::vector<chorus::Connection> p2pSend;  // indexed by peer, connected on first use
   std::vector<chorus::Connection> p2pRecv;

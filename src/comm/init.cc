@@ -2,7 +2,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "comm/comm.h"
 #include "core/debug.h"
@@ -12,7 +14,8 @@ namespace chorus {
 namespace {
 
 // Tags of bootstrap messages exchanged while connecting.
-constexpr int kRingTagBase = 0x1000;
+constexpr int kChannelTagBase = 0x1000;
+constexpr int kMaxChannels = 32;
 
 PeerInfo localPeerInfo(const ncclComm* comm) {
   PeerInfo info{};
@@ -30,44 +33,75 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   return info;
 }
 
-size_t slotBytesFromEnv(const char* name, int64_t defaultBuffer) {
+// Bytes of one slot: a whole number of the protocol's lines, from a buffer setting.
+size_t slotBytesFromEnv(const char* name, int64_t defaultBuffer, int nSlots, size_t line) {
   int64_t buffer = envInt(name, defaultBuffer);
-  if (buffer < kNcclSteps * 1024) {
-    WARN("%s=%lld is too small; using %lld", name, static_cast<long long>(buffer),
-         static_cast<long long>(defaultBuffer));
+  if (buffer < static_cast<int64_t>(nSlots * line)) {
+    WARN("%s=%lld is smaller than %d slots of one %zu-byte line; using %lld", name, static_cast<long long>(buffer),
+         nSlots, line, static_cast<long long>(defaultBuffer));
     buffer = defaultBuffer;
   }
-  return static_cast<size_t>(buffer / kNcclSteps) / 64 * 64;  // whole cache lines per slot
+  // Round down to whole lines: an LL128 slot that is not a multiple of its line would hang (NCCL does).
+  return static_cast<size_t>(buffer) / nSlots / line * line;
 }
 
-// The receiving side of each ring connection is created first and its handle sent
-// upstream; then each rank attaches to its downstream neighbour's receiver.
-ncclResult_t connectRings(ncclComm* comm) {
+int slotCountFromEnv() {
+  const int64_t steps = envInt("NCCL_STEPS", kNcclSteps);
+  if (steps < 2 || steps > kMaxSteps || (steps & (steps - 1)) != 0) {
+    WARN("NCCL_STEPS=%lld must be a power of two from 2 to %d; using %d", static_cast<long long>(steps), kMaxSteps,
+         kNcclSteps);
+    return kNcclSteps;
+  }
+  return static_cast<int>(steps);
+}
+
+// The channels this rank can serve: a channel is a lane on the rank's thread, so on
+// the CPU more channels than cores per local rank only add hand-offs.
+int channelsWanted(int localRanks) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int wanted = static_cast<int>(std::max(1L, cores / std::max(1, localRanks)));
+  const int minChannels = static_cast<int>(envInt("NCCL_MIN_NCHANNELS", 1));
+  const int maxChannels = static_cast<int>(envInt("NCCL_MAX_NCHANNELS", kMaxChannels));
+  wanted = std::min(wanted, std::max(1, maxChannels));
+  wanted = std::max(wanted, std::min(std::max(1, minChannels), kMaxChannels));
+  return std::min(wanted, kMaxChannels);
+}
+
+// Connects one channel to its ring and tree neighbours. Receivers are created and
+// their handles sent upstream first; then each sender attaches to its peer's receiver.
+ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
   const PeerInfo& self = comm->peers[comm->rank];
-  for (Channel& ch : comm->channels) {
-    const int prev = ch.ringRanks[comm->nranks - 1];
-    const Transport* t = selectTransport(self, comm->peers[prev]);
+  std::set<int> recvFrom = {ch.ringRanks[comm->nranks - 1]};
+  std::set<int> sendTo = {ch.ringRanks[1]};
+  for (int peer : {ch.tree.parent, ch.tree.children[0], ch.tree.children[1]}) {
+    if (peer < 0) continue;
+    recvFrom.insert(peer);
+    sendTo.insert(peer);
+  }
+  const int tag = kChannelTagBase + ch.id;
+  for (int peer : recvFrom) {
+    const Transport* t = selectTransport(self, comm->peers[peer]);
     if (!t) return ncclSystemError;
     ConnectHandle handle;
-    CHORUS_CHECK(t->createReceiver(comm->ringSlotBytes, self, comm->peers[prev], &handle, &ch.ringRecv.end,
-                                   &ch.ringRecv.resource));
-    ch.ringRecv.transport = t;
-    CHORUS_CHECK(comm->bootstrap->send(prev, kRingTagBase + ch.id, &handle, sizeof(handle)));
+    Connection& conn = ch.recv[peer];
+    CHORUS_CHECK(t->createReceiver(comm->collLayout, self, comm->peers[peer], &handle, &conn.end, &conn.resource));
+    conn.transport = t;
+    CHORUS_CHECK(comm->bootstrap->send(peer, tag, &handle, sizeof(handle)));
   }
-  for (Channel& ch : comm->channels) {
-    const int next = ch.ringRanks[1];
+  for (int peer : sendTo) {
     ConnectHandle handle;
-    CHORUS_CHECK(comm->bootstrap->recv(next, kRingTagBase + ch.id, &handle, sizeof(handle)));
+    CHORUS_CHECK(comm->bootstrap->recv(peer, tag, &handle, sizeof(handle)));
     const Transport* t = transportById(handle.transport);
     if (!t) {
-      WARN("Rank %d: rank %d answered with unknown transport %u", comm->rank, next,
+      WARN("Rank %d: rank %d answered with unknown transport %u", comm->rank, peer,
            static_cast<unsigned>(handle.transport));
       return ncclInternalError;
     }
-    CHORUS_CHECK(t->attachSender(handle, self, comm->peers[next], &ch.ringSend.end, &ch.ringSend.resource));
-    ch.ringSend.transport = t;
+    Connection& conn = ch.send[peer];
+    CHORUS_CHECK(t->attachSender(handle, self, comm->peers[peer], &conn.end, &conn.resource));
+    conn.transport = t;
     INFO(kSubsysInit | kSubsysP2p | kSubsysShm, "Channel %02d : %d[%d] -> %d[%d] via %s", ch.id, comm->rank,
-         comm->cudaDev, next, comm->peers[next].cudaDev, t->name());
+         comm->cudaDev, peer, comm->peers[peer].cudaDev, t->name());
   }
   return ncclSuccess;
 }
@@ -81,25 +115,46 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
 
   comm->peers.resize(comm->nranks);
   comm->peers[comm->rank] = localPeerInfo(comm);
+  // Ranks per host decide the channels each can serve: learn them first, then share the wish.
+  CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  int localRanks = 0;
+  for (const PeerInfo& p : comm->peers) localRanks += p.hostHash == comm->peers[comm->rank].hostHash;
+  comm->peers[comm->rank].channelsWanted = channelsWanted(localRanks);
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   // A communicator's identity: the id's bytes, the same on every rank.
   uint64_t h = 0xcbf29ce484222325ull;
   for (char c : id.internal) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
   comm->commHash = h;
 
-  comm->ringSlotBytes = slotBytesFromEnv("NCCL_BUFFSIZE", 4 << 20);
-  comm->p2pSlotBytes = slotBytesFromEnv("CHORUS_P2P_BUFFSIZE", 1 << 20);
-  const int nChannels = 1;
+  // Buffer sizes as NCCL's defaults: Simple 4 MiB, LL 512 KiB, LL128 about 4.7 MiB.
+  const int nSlots = slotCountFromEnv();
+  FifoLayout& coll = comm->collLayout;
+  coll.nSlots = nSlots;
+  coll.slotBytes[static_cast<int>(Protocol::Simple)] = slotBytesFromEnv("NCCL_BUFFSIZE", 4 << 20, nSlots, 64);
+  coll.slotBytes[static_cast<int>(Protocol::LL)] = slotBytesFromEnv("NCCL_LL_BUFFSIZE", 512 << 10, nSlots, 16);
+  coll.slotBytes[static_cast<int>(Protocol::LL128)] = slotBytesFromEnv("NCCL_LL128_BUFFSIZE", 4915200, nSlots, 128);
+  FifoLayout& p2p = comm->p2pLayout;
+  p2p.nSlots = nSlots;
+  p2p.slotBytes[static_cast<int>(Protocol::Simple)] = slotBytesFromEnv("CHORUS_P2P_BUFFSIZE", 1 << 20, nSlots, 64);
+  p2p.slotBytes[static_cast<int>(Protocol::LL)] = slotBytesFromEnv("CHORUS_P2P_LL_BUFFSIZE", 64 << 10, nSlots, 16);
+  p2p.slotBytes[static_cast<int>(Protocol::LL128)] =
+      slotBytesFromEnv("CHORUS_P2P_LL128_BUFFSIZE", 512 << 10, nSlots, 128);
+
+  int nChannels = kMaxChannels;
+  for (const PeerInfo& p : comm->peers) nChannels = std::min(nChannels, p.channelsWanted);
   comm->channels.resize(nChannels);
   for (int c = 0; c < nChannels; ++c) {
     Channel& ch = comm->channels[c];
     ch.id = c;
     ch.ringRanks.resize(comm->nranks);
     for (int k = 0; k < comm->nranks; ++k) ch.ringRanks[k] = (comm->rank + k) % comm->nranks;
+    ch.tree = doubleBinaryTree(comm->nranks, comm->rank, c % 2);
+    ch.send.resize(comm->nranks);
+    ch.recv.resize(comm->nranks);
+    if (comm->nranks > 1) CHORUS_CHECK(connectChannel(comm, ch));
   }
   comm->p2pSend.resize(comm->nranks);
   comm->p2pRecv.resize(comm->nranks);
-  if (comm->nranks > 1) CHORUS_CHECK(connectRings(comm));
   comm->refreshView();
   comm->exec.abortFlag = &comm->abortFlag;
   comm->exec.rank = comm->rank;

@@ -37,7 +37,7 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
       if (!t) return ncclSystemError;
       ConnectHandle handle;
       Connection& conn = comm->p2pRecv[peer];
-      CHORUS_CHECK(t->createReceiver(comm->p2pSlotBytes, self, comm->peers[peer], &handle, &conn.end, &conn.resource));
+      CHORUS_CHECK(t->createReceiver(comm->p2pLayout, self, comm->peers[peer], &handle, &conn.end, &conn.resource));
       conn.transport = t;
       CHORUS_CHECK(comm->bootstrap->send(peer, kP2pTag, &handle, sizeof(handle)));
     }

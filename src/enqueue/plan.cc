@@ -34,6 +34,8 @@ uint64_t encodeScalar(ncclDataType_t dtype, double value) {
 WorkItem makeItem(const CollOp& op, const RedOpArgs& red, int channel, ChannelRange range) {
   WorkItem w{};
   w.kind = op.kind;
+  w.algo = Algorithm::Ring;
+  w.proto = Protocol::Simple;
   w.dtype = op.dtype;
   w.op = red;
   w.sendbuff = op.sendbuff;

@@ -20,15 +20,13 @@ using Prims = SimplePrimitives<uint32_t, RedOp<uint32_t, RedKind::Sum>, CpuExec>
 // One connection laid out in heap memory, as the P2P transport does.
 class TestFifo {
  public:
-  explicit TestFifo(size_t slotBytes, uint64_t firstStep = 0)
-      : memory_(static_cast<char*>(std::aligned_alloc(kCacheLine, fifoBytes(slotBytes, kNcclSteps)))) {
+  explicit TestFifo(size_t slotBytes, uint64_t firstStep = 0) : layout_(makeLayout(slotBytes)) {
+    memory_ = static_cast<char*>(std::aligned_alloc(kCacheLine, layout_.totalBytes()));
     auto* ctrl = new (memory_) StepFifoControl{};
     ctrl->tail = firstStep;
     ctrl->head = firstStep;
     for (FifoEnd* end : {&sender, &receiver}) {
-      end->ctrl = ctrl;
-      end->slots = memory_ + sizeof(StepFifoControl);
-      end->slotBytes = slotBytes;
+      end->attach(memory_, layout_);
       end->step = firstStep;
     }
     sender.peer = 1;
@@ -40,6 +38,12 @@ class TestFifo {
   FifoEnd receiver;
 
  private:
+  static FifoLayout makeLayout(size_t slotBytes) {
+    FifoLayout layout;
+    layout.slotBytes[static_cast<int>(Protocol::Simple)] = slotBytes;
+    return layout;
+  }
+  FifoLayout layout_;
   char* memory_;
 };
 
@@ -58,8 +62,8 @@ RedOp<uint32_t, RedKind::Sum> sumOp() { return RedOp<uint32_t, RedKind::Sum>{0, 
 TEST(StepFifoTest, StepsCarryDataAndAdvanceBothCounters) {
   TestFifo fifo(64);
   Side tx, rx;
-  Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
-  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  Prims send(tx.exec, PeerSet(), PeerSet(&fifo.sender), sumOp());
+  Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
   std::vector<uint32_t> in = {1, 2, 3, 4}, out(4, 0);
   send.send(in.data(), in.size(), false);
   EXPECT_EQ(fifo.sender.ctrl->tail, 1u);
@@ -74,8 +78,8 @@ TEST(StepFifoTest, StepsCarryDataAndAdvanceBothCounters) {
 TEST(StepFifoTest, SenderWaitsForAFreeSlot) {
   TestFifo fifo(16);
   Side tx, rx;
-  Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
-  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  Prims send(tx.exec, PeerSet(), PeerSet(&fifo.sender), sumOp());
+  Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
   uint32_t value = 7;
   for (int i = 0; i < kNcclSteps; ++i) send.send(&value, 1, false);  // fills every slot
   std::atomic<bool> ninthDone{false};
@@ -104,14 +108,14 @@ TEST(StepFifoTest, StreamSurvivesSlotAndCounterWraparound) {
   const int kSteps = 5000;
   auto sizeOf = [](int i) { return static_cast<size_t>((i * 7) % 64 + 1); };  // 1..64 elements
   std::thread sender([&] {
-    Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
+    Prims send(tx.exec, PeerSet(), PeerSet(&fifo.sender), sumOp());
     std::vector<uint32_t> data(64);
     for (int i = 0; i < kSteps; ++i) {
       for (size_t k = 0; k < sizeOf(i); ++k) data[k] = static_cast<uint32_t>(i * 1000 + k);
       send.send(data.data(), sizeOf(i), false);
     }
   });
-  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
   std::vector<uint32_t> out(64);
   int wrong = 0;
   for (int i = 0; i < kSteps; ++i) {
@@ -128,8 +132,8 @@ TEST(StepFifoTest, StreamSurvivesSlotAndCounterWraparound) {
 TEST(StepFifoTest, MismatchedStepSizeFailsInsteadOfReadingGarbage) {
   TestFifo fifo(64);
   Side tx, rx;
-  Prims send(tx.exec, nullptr, &fifo.sender, sumOp());
-  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  Prims send(tx.exec, PeerSet(), PeerSet(&fifo.sender), sumOp());
+  Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
   std::vector<uint32_t> in(4, 1), out(8, 0);
   send.send(in.data(), 4, false);
   recv.recv(out.data(), 8, false);
@@ -141,7 +145,7 @@ TEST(StepFifoTest, MismatchedStepSizeFailsInsteadOfReadingGarbage) {
 TEST(StepFifoTest, AbortInterruptsABlockedReceive) {
   TestFifo fifo(64);
   Side rx;
-  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
   std::thread aborter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     rx.abort = 1;
@@ -160,7 +164,7 @@ TEST(StepFifoTest, TimeoutEndsAWaitThatNeverCompletes) {
   TestFifo fifo(64);
   Side rx;
   rx.ctx.timeoutSec = 1;
-  Prims recv(rx.exec, &fifo.receiver, nullptr, sumOp());
+  Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
   uint32_t out = 0;
   recv.recv(&out, 1, false);
   EXPECT_FALSE(recv.ok());
@@ -183,7 +187,7 @@ TEST(StepFifoTest, RingAllReduceOverThreeThreads) {
     threads.emplace_back([&, r] {
       int ring[n];
       for (int k = 0; k < n; ++k) ring[k] = (r + k) % n;
-      Prims prims(sides[r]->exec, &links[(r + n - 1) % n]->receiver, &links[r]->sender, sumOp());
+      Prims prims(sides[r]->exec, PeerSet(&links[(r + n - 1) % n]->receiver), PeerSet(&links[r]->sender), sumOp());
       ringAllReduce(prims, ring, n, data[r].data(), data[r].data(), ChannelRange{0, count});
     });
   }

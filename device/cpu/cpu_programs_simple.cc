@@ -1,0 +1,10 @@
+#include "common/simple_primitives.h"
+#include "cpu/cpu_programs.h"
+
+namespace chorus {
+
+void runSimpleItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const WorkItem& w) {
+  programs::dispatchItem<SimplePrimitives>(exec, ctx, comm, w);
+}
+
+}  // namespace chorus

@@ -1,0 +1,243 @@
+#include "tune/tuner.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "core/debug.h"
+#include "core/env.h"
+#include "tune/setting_list.h"
+
+namespace chorus {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kBytesPerUsPerGBs = 1e3;  // 1 GB/s = 1000 bytes per microsecond
+
+constexpr uint32_t bitOf(Algorithm a) { return uint32_t(1) << static_cast<int>(a); }
+constexpr uint32_t bitOf(Protocol p) { return uint32_t(1) << static_cast<int>(p); }
+constexpr uint32_t kAllAlgos = (uint32_t(1) << kNumAlgorithms) - 1;
+constexpr uint32_t kAllProtos = (uint32_t(1) << kNumProtocols) - 1;
+
+// NCCL's algorithm names; those with bit -1 exist in NCCL only.
+constexpr SettingName kAlgoNames[] = {
+    {"Tree", static_cast<int>(Algorithm::Tree)}, {"Ring", static_cast<int>(Algorithm::Ring)},
+    {"CollnetDirect", -1}, {"CollnetChain", -1}, {"NVLS", -1}, {"NVLSTree", -1}, {"PAT", -1},
+};
+constexpr SettingName kProtoNames[] = {
+    {"LL", static_cast<int>(Protocol::LL)},
+    {"LL128", static_cast<int>(Protocol::LL128)},
+    {"Simple", static_cast<int>(Protocol::Simple)},
+};
+
+// Search orders: on equal times the earlier one wins.
+constexpr Algorithm kAlgoPreference[] = {Algorithm::Ring, Algorithm::Tree};
+constexpr Protocol kProtoPreference[] = {Protocol::Simple, Protocol::LL128, Protocol::LL};
+
+// How a collective with an algorithm loads the links; see the table in tuner.h.
+struct CostShape {
+  double hops;              // sequential hand-offs on the critical path
+  double linkBytesPerByte;  // bytes through the busiest channel link per byte of the call
+  double fillHops;          // hops a grain crosses while later links idle (chains, trees)
+};
+
+int ceilLog2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
+
+CostShape shapeOf(CollKind coll, Algorithm algo, int n) {
+  if (coll == CollKind::SendRecv) return {1, 1, 0};
+  if (n == 1) return {0, 1, 0};
+  const double steps = n - 1;
+  switch (coll) {
+    case CollKind::AllReduce:
+      if (algo == Algorithm::Tree) {
+        const int depth = ceilLog2(n);
+        return {2.0 * depth, 2.0, 2.0 * (depth - 1)};
+      }
+      return {2 * steps, 2 * steps / n, 0};
+    case CollKind::ReduceScatter:
+    case CollKind::AllGather:
+      return {steps, steps / n, 0};
+    case CollKind::Broadcast:
+    case CollKind::Reduce:
+      return {steps, 1, steps - 1};
+    case CollKind::SendRecv:
+      break;
+  }
+  return {1, 1, 0};
+}
+
+bool finitePositive(double v) { return std::isfinite(v) && v > 0; }
+
+TuneTopology sanitized(TuneTopology topo) {
+  const TuneTopology defaults;
+  if (topo.nranks < 1) {
+    WARN("Tuner: nranks %d is not positive; using 1", topo.nranks);
+    topo.nranks = 1;
+  }
+  if (topo.nHosts < 1) topo.nHosts = 1;
+  if (topo.nChannels < 1) {
+    WARN("Tuner: nChannels %d is not positive; using 1", topo.nChannels);
+    topo.nChannels = 1;
+  }
+  if (!finitePositive(topo.busBwGBs)) {
+    WARN("Tuner: bus bandwidth %g GB/s is not a positive number; using %g", topo.busBwGBs, defaults.busBwGBs);
+    topo.busBwGBs = defaults.busBwGBs;
+  }
+  if (!std::isfinite(topo.hopLatencyUs) || topo.hopLatencyUs < 0) {
+    WARN("Tuner: hop latency %g us is not a number >= 0; using %g", topo.hopLatencyUs, defaults.hopLatencyUs);
+    topo.hopLatencyUs = defaults.hopLatencyUs;
+  }
+  return topo;
+}
+
+const char* lowerAlgoName(Algorithm a) { return a == Algorithm::Tree ? "tree" : "ring"; }
+const char* lowerProtoName(Protocol p) {
+  switch (p) {
+    case Protocol::LL: return "ll";
+    case Protocol::LL128: return "ll128";
+    case Protocol::Simple: return "simple";
+  }
+  return "?";
+}
+
+}  // namespace
+
+const char* algorithmName(Algorithm algo) {
+  switch (algo) {
+    case Algorithm::Tree: return "Tree";
+    case Algorithm::Ring: return "Ring";
+  }
+  return "Unknown";
+}
+
+const char* protocolName(Protocol proto) {
+  switch (proto) {
+    case Protocol::LL: return "LL";
+    case Protocol::LL128: return "LL128";
+    case Protocol::Simple: return "Simple";
+  }
+  return "Unknown";
+}
+
+const char* collName(CollKind coll) {
+  switch (coll) {
+    case CollKind::AllReduce: return "AllReduce";
+    case CollKind::ReduceScatter: return "ReduceScatter";
+    case CollKind::AllGather: return "AllGather";
+    case CollKind::Broadcast: return "Broadcast";
+    case CollKind::Reduce: return "Reduce";
+    case CollKind::SendRecv: return "SendRecv";
+  }
+  return "Unknown";
+}
+
+Tuner::Tuner(const TuneTopology& topo, const std::string& algoSetting, const std::string& protoSetting,
+             const TuneConstants& constants)
+    : topo_(sanitized(topo)), constants_(constants) {
+  algoMask_ = enabledMaskFromSetting("NCCL_ALGO", algoSetting, kAlgoNames, kAllAlgos);
+  protoMask_ = enabledMaskFromSetting("NCCL_PROTO", protoSetting, kProtoNames, kAllProtos);
+
+  std::string fallenBack;
+  for (int c = 0; c < kNumCollKinds; ++c) {
+    const auto coll = static_cast<CollKind>(c);
+    if (coll == CollKind::SendRecv) {  // point to point has no algorithm to choose
+      candidateAlgos_[c] = bitOf(Algorithm::Ring);
+      continue;
+    }
+    uint32_t usable = 0;
+    for (Algorithm a : kAlgoPreference)
+      if (algoEnabled(a) && algoValid(coll, a)) usable |= bitOf(a);
+    if (usable == 0) {
+      usable = bitOf(Algorithm::Ring);
+      fallenBack += fallenBack.empty() ? "" : ", ";
+      fallenBack += collName(coll);
+    }
+    candidateAlgos_[c] = usable;
+  }
+  if (!fallenBack.empty())
+    WARN("NCCL_ALGO=%s leaves no algorithm for %s on %d ranks; using Ring for them", algoSetting.c_str(),
+         fallenBack.c_str(), topo_.nranks);
+}
+
+Tuner Tuner::fromEnv(const TuneTopology& topo, const TuneConstants& constants) {
+  return Tuner(topo, envString("NCCL_ALGO"), envString("NCCL_PROTO"), constants);
+}
+
+bool Tuner::algoValid(CollKind coll, Algorithm algo) const {
+  if (algo == Algorithm::Ring) return true;
+  return coll == CollKind::SendRecv || (coll == CollKind::AllReduce && topo_.nranks > 1);
+}
+
+double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto) const {
+  if (coll == CollKind::SendRecv) algo = Algorithm::Ring;
+  if (!algoValid(coll, algo)) return kInfinity;
+  const int a = static_cast<int>(algo);
+  const int p = static_cast<int>(proto);
+  const CostShape shape = shapeOf(coll, algo, topo_.nranks);
+
+  const double channelBw = topo_.busBwGBs * kBytesPerUsPerGBs * constants_.bandwidthFactor[p];
+  double callBw = channelBw * topo_.nChannels;
+  if (algo == Algorithm::Tree) callBw *= constants_.treeBandwidthEfficiency;
+
+  const double latency =
+      constants_.baseLatencyUs[a][p] + shape.hops * topo_.hopLatencyUs * constants_.hopLatencyFactor[p];
+  const double size = static_cast<double>(bytes);
+  const double streaming = size * shape.linkBytesPerByte / callBw;
+  const double grain = std::min(size / topo_.nChannels, constants_.pipelineGrainBytes[p]);
+  const double fill = shape.fillHops * grain / channelBw;
+  return latency + streaming + fill;
+}
+
+TuneChoice Tuner::cheapest(CollKind coll, size_t bytes) const {
+  TuneChoice best{Algorithm::Ring, Protocol::Simple, kInfinity};
+  bool found = false;
+  for (Algorithm algo : kAlgoPreference) {
+    if (!algoCandidate(coll, algo)) continue;
+    for (Protocol proto : kProtoPreference) {
+      if (!protoEnabled(proto)) continue;
+      const double t = estimateUs(coll, bytes, algo, proto);
+      if (!found || t < best.timeUs) {
+        best = {algo, proto, t};
+        found = true;
+      }
+    }
+  }
+  return best;  // the constructor guarantees a candidate algorithm and an enabled protocol
+}
+
+TuneChoice Tuner::choose(CollKind coll, size_t bytes) const {
+  const TuneChoice choice = cheapest(coll, bytes);
+  if (logEnabled(LogLevel::Info, kSubsysTuning)) logChoice(coll, bytes, choice);
+  return choice;
+}
+
+void Tuner::logChoice(CollKind coll, size_t bytes, const TuneChoice& choice) const {
+  // Every pair that can run the call, in NCCL's order; "(off)" marks those the settings exclude.
+  std::string estimates;
+  for (int a = 0; a < kNumAlgorithms; ++a) {
+    const auto algo = static_cast<Algorithm>(a);
+    if (coll == CollKind::SendRecv && algo != Algorithm::Ring) continue;
+    if (!algoValid(coll, algo)) continue;
+    for (int p = 0; p < kNumProtocols; ++p) {
+      const auto proto = static_cast<Protocol>(p);
+      char item[64];
+      const bool off = !algoCandidate(coll, algo) || !protoEnabled(proto);
+      snprintf(item, sizeof(item), "%s%s/%s %.2f%s", estimates.empty() ? "" : ", ", lowerAlgoName(algo),
+               lowerProtoName(proto), estimateUs(coll, bytes, algo, proto), off ? " (off)" : "");
+      estimates += item;
+    }
+  }
+  INFO(kSubsysTuning, "%s: %zu Bytes -> Algo %s proto %s time %.2f us (%s)", collName(coll), bytes,
+       algorithmName(choice.algo), protocolName(choice.proto), choice.timeUs, estimates.c_str());
+}
+
+float simulateGroupTimeUs(const Tuner& tuner, std::span<const TuneRequest> calls) {
+  double total = 0;
+  for (const TuneRequest& call : calls) total += tuner.choose(call.coll, call.bytes).timeUs;
+  return static_cast<float>(total);
+}
+
+}  // namespace chorus

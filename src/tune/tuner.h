@@ -1,0 +1,127 @@
+// The tuning model: which algorithm and protocol one collective call should use, and how
+// long it should take. NCCL_ALGO / NCCL_PROTO restrict the choice (setting_list.h).
+//
+// Cost of one call of `bytes` (NCCL's nBytes: count × type size, × nranks for AllGather and
+// ReduceScatter) with algorithm a and protocol p, over n ranks and C channels:
+//
+//   time = latency + streaming + fill
+//   latency   = baseLatencyUs[a][p] + hops × hopLatencyUs × hopLatencyFactor[p]
+//   streaming = bytes × linkBytesPerByte / (busBwGBs × C × bandwidthFactor[p] [× treeBandwidthEfficiency])
+//   fill      = fillHops × min(bytes / C, pipelineGrainBytes[p]) / (busBwGBs × bandwidthFactor[p])
+//
+// busBwGBs is what one channel moves over the slowest hop; linkBytesPerByte is the busiest
+// channel's traffic per byte of the call (1 / NCCL's algbw-to-busbw ratio); hops are the
+// sequential steps on the critical path:
+//
+//   collective, algorithm   hops            linkBytesPerByte   fillHops
+//   AllReduce, Ring         2(n-1)          2(n-1)/n           0
+//   AllReduce, Tree         2·ceil(log2 n)  2                  2(ceil(log2 n) - 1)
+//   ReduceScatter, Ring     n-1             (n-1)/n            0
+//   AllGather, Ring         n-1             (n-1)/n            0
+//   Broadcast/Reduce, Ring  n-1 (chain)     1                  n-2
+//   SendRecv                1               1                  0
+//   any, n == 1             0               1 (a local copy)   0
+//
+// Pipelining: a large call is cut into slots, and the per-hop latency is paid once per call,
+// not per slot: the slots of a ring are in flight on every link at once (NCCL_STEPS of
+// them), so once the pipeline runs each step's hand-off overlaps the next step's data.
+// A ring keeps every link busy from its first step (each rank starts with its own block),
+// so it has no fill. A chain or a tree does: a rank can forward only what it has fully
+// received, so the first grain crosses the hops one after another while the later links
+// idle — a whole slot for Simple, one line for LL and LL128.
+// Tree: reduce up, then broadcast down (the CPU executor runs the passes one after the
+// other), each pass pipelined; every byte crosses a channel's link twice, so its algbw is
+// half the per-link bandwidth, as NCCL assumes. Half the channels run each of the two
+// complementary trees, so the channel count multiplies tree bandwidth as it does the ring's.
+// Broadcast and Reduce run as pipelined chains but are reported as Ring, as NCCL does.
+//
+// Validity: Tree only for AllReduce with n > 1; Ring for everything; SendRecv ignores the
+// algorithm (reported as Ring) and NCCL_ALGO. When NCCL_ALGO leaves a collective without a
+// valid algorithm (NCCL_ALGO=^Ring or =Tree, then ReduceScatter, ...), NCCL fails the call;
+// Chorus runs it with Ring instead and says so in one WARN at construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "common/step_fifo.h"  // Algorithm, Protocol (NCCL's numbering), kNumAlgorithms, kNumProtocols
+#include "tune/tune_constants.h"
+
+namespace chorus {
+
+const char* algorithmName(Algorithm algo);  // "Tree", "Ring"
+const char* protocolName(Protocol proto);   // "LL", "LL128", "Simple"
+
+enum class CollKind : int { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv };
+constexpr int kNumCollKinds = 6;
+const char* collName(CollKind coll);
+
+// What the model knows about a communicator (filled by the host runtime at init).
+struct TuneTopology {
+  int nranks = 1;
+  int nHosts = 1;  // distinct hosts (informational: the hop figures below are the slowest hop's)
+  int nChannels = 1;
+  // Per-hop link figures for the slowest hop of the ring (transport P2P = same process,
+  // SHM = same host, NET = other host).
+  double busBwGBs = 4.0;      // sustained bandwidth of one channel of one hop, GB/s, for Simple
+  double hopLatencyUs = 1.0;  // one step's hand-off latency over one hop with Simple (tail/head round trip)
+};
+
+struct TuneChoice {
+  Algorithm algo;
+  Protocol proto;
+  double timeUs;
+};
+
+class Tuner {
+ public:
+  // algoSetting / protoSetting: the values of NCCL_ALGO / NCCL_PROTO ("" = everything).
+  // Bad values are WARNed and ignored, never fatal. Out-of-range topology figures are
+  // WARNed and replaced by the defaults.
+  Tuner(const TuneTopology& topo, const std::string& algoSetting, const std::string& protoSetting,
+        const TuneConstants& constants = TuneConstants{});
+  // Reads NCCL_ALGO and NCCL_PROTO from the environment.
+  static Tuner fromEnv(const TuneTopology& topo, const TuneConstants& constants = TuneConstants{});
+
+  // Microseconds for one call; +infinity when the pair cannot run this collective.
+  double estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto) const;
+  // The cheapest enabled pair; ties prefer Simple over LL128 over LL, then Ring over Tree.
+  // Always a pair that can run the collective. With NCCL_DEBUG_SUBSYS=TUNING, one INFO line.
+  TuneChoice choose(CollKind coll, size_t bytes) const;
+
+  bool algoEnabled(Algorithm algo) const { return (algoMask_ >> static_cast<int>(algo)) & 1; }
+  bool protoEnabled(Protocol proto) const { return (protoMask_ >> static_cast<int>(proto)) & 1; }
+  // Can `algo` run `coll` on this communicator at all (independent of NCCL_ALGO)?
+  bool algoValid(CollKind coll, Algorithm algo) const;
+  // The algorithms choose() considers for `coll`: the enabled valid ones, else Ring.
+  bool algoCandidate(CollKind coll, Algorithm algo) const {
+    return (candidateAlgos_[static_cast<int>(coll)] >> static_cast<int>(algo)) & 1;
+  }
+
+  const TuneTopology& topology() const { return topo_; }
+  const TuneConstants& constants() const { return constants_; }
+  void setConstants(const TuneConstants& constants) { constants_ = constants; }
+
+ private:
+  TuneChoice cheapest(CollKind coll, size_t bytes) const;
+  void logChoice(CollKind coll, size_t bytes, const TuneChoice& choice) const;
+
+  TuneTopology topo_;
+  TuneConstants constants_;
+  uint32_t algoMask_ = 0;
+  uint32_t protoMask_ = 0;
+  uint32_t candidateAlgos_[kNumCollKinds] = {};
+};
+
+// One call of a group, for ncclGroupSimulateEnd.
+struct TuneRequest {
+  CollKind coll;
+  size_t bytes;
+};
+// The estimated time of a group: the calls run one after another on the same channels, so
+// their chosen times add up (as NCCL's simulation does).
+float simulateGroupTimeUs(const Tuner& tuner, std::span<const TuneRequest> calls);
+
+}  // namespace chorus
