@@ -24,8 +24,13 @@ constexpr uint32_t kAllProtos = (uint32_t(1) << kNumProtocols) - 1;
 
 // NCCL's algorithm names; those with bit -1 exist in NCCL only.
 constexpr SettingName kAlgoNames[] = {
-    {"Tree", static_cast<int>(Algorithm::Tree)}, {"Ring", static_cast<int>(Algorithm::Ring)},
-    {"CollnetDirect", -1}, {"CollnetChain", -1}, {"NVLS", -1}, {"NVLSTree", -1}, {"PAT", -1},
+    {"Tree", static_cast<int>(Algorithm::Tree)},
+    {"Ring", static_cast<int>(Algorithm::Ring)},
+    {"CollnetDirect", -1},
+    {"CollnetChain", -1},
+    {"NVLS", -1},
+    {"NVLSTree", -1},
+    {"PAT", -1},
 };
 constexpr SettingName kProtoNames[] = {
     {"LL", static_cast<int>(Protocol::LL)},
@@ -96,9 +101,12 @@ TuneTopology sanitized(TuneTopology topo) {
 const char* lowerAlgoName(Algorithm a) { return a == Algorithm::Tree ? "tree" : "ring"; }
 const char* lowerProtoName(Protocol p) {
   switch (p) {
-    case Protocol::LL: return "ll";
-    case Protocol::LL128: return "ll128";
-    case Protocol::Simple: return "simple";
+    case Protocol::LL:
+      return "ll";
+    case Protocol::LL128:
+      return "ll128";
+    case Protocol::Simple:
+      return "simple";
   }
   return "?";
 }
@@ -107,29 +115,40 @@ const char* lowerProtoName(Protocol p) {
 
 const char* algorithmName(Algorithm algo) {
   switch (algo) {
-    case Algorithm::Tree: return "Tree";
-    case Algorithm::Ring: return "Ring";
+    case Algorithm::Tree:
+      return "Tree";
+    case Algorithm::Ring:
+      return "Ring";
   }
   return "Unknown";
 }
 
 const char* protocolName(Protocol proto) {
   switch (proto) {
-    case Protocol::LL: return "LL";
-    case Protocol::LL128: return "LL128";
-    case Protocol::Simple: return "Simple";
+    case Protocol::LL:
+      return "LL";
+    case Protocol::LL128:
+      return "LL128";
+    case Protocol::Simple:
+      return "Simple";
   }
   return "Unknown";
 }
 
 const char* collName(CollKind coll) {
   switch (coll) {
-    case CollKind::AllReduce: return "AllReduce";
-    case CollKind::ReduceScatter: return "ReduceScatter";
-    case CollKind::AllGather: return "AllGather";
-    case CollKind::Broadcast: return "Broadcast";
-    case CollKind::Reduce: return "Reduce";
-    case CollKind::SendRecv: return "SendRecv";
+    case CollKind::AllReduce:
+      return "AllReduce";
+    case CollKind::ReduceScatter:
+      return "ReduceScatter";
+    case CollKind::AllGather:
+      return "AllGather";
+    case CollKind::Broadcast:
+      return "Broadcast";
+    case CollKind::Reduce:
+      return "Reduce";
+    case CollKind::SendRecv:
+      return "SendRecv";
   }
   return "Unknown";
 }
