@@ -1,11 +1,10 @@
-// Placeholder until the LL primitives land: the planner does not choose LL yet.
+#include "common/ll_primitives.h"
 #include "cpu/cpu_programs.h"
 
 namespace chorus {
 
-void runLLItem(CpuExec&, ExecContext& ctx, const CommView& comm, const WorkItem&) {
-  WARN("Rank %d: the LL protocol is not built yet", comm.rank);
-  ctx.setError(ncclInternalError);
+void runLLItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const WorkItem& w) {
+  programs::dispatchItem<LLPrimitives>(exec, ctx, comm, w);
 }
 
 }  // namespace chorus

@@ -179,6 +179,7 @@ ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, nc
 
 ncclResult_t pncclGroupStart() { return groupStart(); }
 ncclResult_t pncclGroupEnd() { return groupEnd(); }
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) { return groupSimulateEnd(simInfo); }
 
 }  // extern "C"
 
@@ -195,3 +196,4 @@ CHORUS_EXPORT_ALIAS(ncclGather)
 CHORUS_EXPORT_ALIAS(ncclScatter)
 CHORUS_EXPORT_ALIAS(ncclGroupStart)
 CHORUS_EXPORT_ALIAS(ncclGroupEnd)
+CHORUS_EXPORT_ALIAS(ncclGroupSimulateEnd)

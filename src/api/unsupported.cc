@@ -50,10 +50,6 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
   return unsupported("ncclCommWindowDeregister", "symmetric memory windows need the CUDA executor");
 }
 
-ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t*) {
-  return unsupported("ncclGroupSimulateEnd", "the tuning model is not built yet");
-}
-
 ncclResult_t pncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*) {
   return unsupported("ncclDevCommCreate", "the device-side API needs the CUDA executor");
 }
@@ -128,7 +124,6 @@ CHORUS_EXPORT_ALIAS(ncclCommShrink)
 CHORUS_EXPORT_ALIAS(ncclCommRevoke)
 CHORUS_EXPORT_ALIAS(ncclCommWindowRegister)
 CHORUS_EXPORT_ALIAS(ncclCommWindowDeregister)
-CHORUS_EXPORT_ALIAS(ncclGroupSimulateEnd)
 CHORUS_EXPORT_ALIAS(ncclDevCommCreate)
 CHORUS_EXPORT_ALIAS(ncclDevCommDestroy)
 CHORUS_EXPORT_ALIAS(ncclLsaBarrierCreateRequirement)

@@ -17,6 +17,7 @@
 #include "enqueue/op.h"
 #include "nccl.h"
 #include "transport.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -86,6 +87,8 @@ struct ncclComm {
   std::vector<chorus::FifoEnd*> p2pSendEnds;
   std::vector<chorus::FifoEnd*> p2pRecvEnds;
   chorus::CommView view;
+
+  std::unique_ptr<chorus::Tuner> tuner;  // picks algorithm and protocol per call
 
   std::vector<chorus::CollOp> pending;  // enqueued inside a group, run at ncclGroupEnd
   std::vector<chorus::UserRedOp> userOps;

@@ -16,6 +16,12 @@ namespace {
 // Tags of bootstrap messages exchanged while connecting.
 constexpr int kChannelTagBase = 0x1000;
 constexpr int kMaxChannels = 32;
+// Link figures of the CPU transports for the tuning model, measured with tools/perf on a
+// 2-core machine (see BENCHMARKS.md).
+constexpr double kShmBusBwGBs = 4.0;
+constexpr double kShmHopLatencyUs = 1.0;
+constexpr double kP2pBusBwGBs = 4.0;
+constexpr double kP2pHopLatencyUs = 2.0;
 
 PeerInfo localPeerInfo(const ncclComm* comm) {
   PeerInfo info{};
@@ -106,6 +112,26 @@ ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
   return ncclSuccess;
 }
 
+// What the tuning model needs, from information every rank shares (so every rank
+// makes the same choice for the same call).
+TuneTopology tuneTopology(const ncclComm* comm) {
+  TuneTopology topo;
+  topo.nranks = comm->nranks;
+  std::set<uint64_t> hosts, processes;
+  for (const PeerInfo& p : comm->peers) {
+    hosts.insert(p.hostHash);
+    processes.insert(p.processId);
+  }
+  topo.nHosts = static_cast<int>(hosts.size());
+  topo.nChannels = static_cast<int>(comm->channels.size());
+  // Both transports are memory copies; across processes a hand-off crosses cores (cache
+  // line transfers), within one process the ranks take turns on one thread.
+  const bool crossProcess = processes.size() > 1;
+  topo.busBwGBs = crossProcess ? kShmBusBwGBs : kP2pBusBwGBs;
+  topo.hopLatencyUs = crossProcess ? kShmHopLatencyUs : kP2pHopLatencyUs;
+  return topo;
+}
+
 }  // namespace
 
 ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
@@ -155,6 +181,7 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   }
   comm->p2pSend.resize(comm->nranks);
   comm->p2pRecv.resize(comm->nranks);
+  comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm)));
   comm->refreshView();
   comm->exec.abortFlag = &comm->abortFlag;
   comm->exec.rank = comm->rank;

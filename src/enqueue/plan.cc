@@ -31,11 +31,11 @@ uint64_t encodeScalar(ncclDataType_t dtype, double value) {
   return bits;
 }
 
-WorkItem makeItem(const CollOp& op, const RedOpArgs& red, int channel, ChannelRange range) {
+WorkItem makeItem(const CollOp& op, const RedOpArgs& red, TuneChoice how, int channel, ChannelRange range) {
   WorkItem w{};
   w.kind = op.kind;
-  w.algo = Algorithm::Ring;
-  w.proto = Protocol::Simple;
+  w.algo = how.algo;
+  w.proto = how.proto;
   w.dtype = op.dtype;
   w.op = red;
   w.sendbuff = op.sendbuff;
@@ -57,6 +57,29 @@ ChannelRange channelShare(size_t count, int channel, int nChannels) {
 }
 
 }  // namespace
+
+CollKind collKindOf(WorkKind kind) {
+  switch (kind) {
+    case WorkKind::AllReduce:
+      return CollKind::AllReduce;
+    case WorkKind::ReduceScatter:
+      return CollKind::ReduceScatter;
+    case WorkKind::AllGather:
+      return CollKind::AllGather;
+    case WorkKind::Broadcast:
+      return CollKind::Broadcast;
+    case WorkKind::Reduce:
+      return CollKind::Reduce;
+    default:
+      return CollKind::SendRecv;
+  }
+}
+
+size_t tunedBytes(const ncclComm* comm, const CollOp& op) {
+  const size_t bytes = op.count * typeSize(op.dtype);
+  const bool perRank = op.kind == WorkKind::AllGather || op.kind == WorkKind::ReduceScatter;
+  return perRank ? bytes * comm->nranks : bytes;
+}
 
 ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, RedOpArgs* out) {
   *out = RedOpArgs{};
@@ -114,6 +137,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     if (op.kind == WorkKind::AllReduce || op.kind == WorkKind::ReduceScatter || op.kind == WorkKind::Reduce) {
       CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
     }
+    const TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op));
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
       if (op.root == comm->rank) {
         (op.kind == WorkKind::Send ? selfSends : selfRecvs).push_back(&op);
@@ -121,13 +145,13 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       }
       auto& byPeer = op.kind == WorkKind::Send ? sendLanes : recvLanes;
       auto it = byPeer.try_emplace(op.root, Lane{&comm->view, &comm->exec, {}}).first;
-      it->second.items.push_back(makeItem(op, red, 0, ChannelRange{0, op.count}));
+      it->second.items.push_back(makeItem(op, red, how, 0, ChannelRange{0, op.count}));
       continue;
     }
     for (int c = 0; c < nChannels; ++c) {
       ChannelRange share = channelShare(op.count, c, nChannels);
       if (share.count == 0 && c > 0) continue;  // channel 0 still runs an empty call (keeps ranks in step)
-      channelLanes[c].items.push_back(makeItem(op, red, c, share));
+      channelLanes[c].items.push_back(makeItem(op, red, how, c, share));
     }
   }
 
@@ -145,7 +169,8 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       return ncclInvalidUsage;
     }
     CollOp copy{WorkKind::LocalCopy, s.sendbuff, r.recvbuff, s.count, s.dtype, ncclSum, comm->rank};
-    selfLane.items.push_back(makeItem(copy, RedOpArgs{}, 0, ChannelRange{0, s.count}));
+    selfLane.items.push_back(
+        makeItem(copy, RedOpArgs{}, TuneChoice{Algorithm::Ring, Protocol::Simple, 0}, 0, ChannelRange{0, s.count}));
   }
 
   for (Lane& lane : channelLanes)

@@ -18,4 +18,8 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
 // floating types and SumPostDiv(n) for integers, as in NCCL).
 ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, RedOpArgs* out);
 
+// The tuning model's names for a call.
+CollKind collKindOf(WorkKind kind);
+size_t tunedBytes(const ncclComm* comm, const CollOp& op);
+
 }  // namespace chorus

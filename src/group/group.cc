@@ -5,6 +5,7 @@
 
 #include "core/debug.h"
 #include "enqueue/plan.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 namespace {
@@ -124,6 +125,44 @@ ncclResult_t groupEnd() {
     return error;
   }
   return launchGroup(g);
+}
+
+ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
+  GroupState& g = tGroup;
+  if (info == nullptr) {
+    WARN("ncclGroupSimulateEnd: invalid argument: simInfo is NULL");
+    return ncclInvalidArgument;
+  }
+  if (info->magic != 0x74685283u || info->size < sizeof(ncclSimInfo_t)) {
+    WARN("ncclGroupSimulateEnd: invalid argument: simInfo magic 0x%x size %zu (initialize it with "
+         "NCCL_SIM_INFO_INITIALIZER)",
+         info->magic, info->size);
+    return ncclInvalidArgument;
+  }
+  if (g.depth != 1) {
+    WARN("ncclGroupSimulateEnd: invalid usage: called at group depth %d; it ends the outermost group", g.depth);
+    return ncclInvalidUsage;
+  }
+  // Every communicator's calls run concurrently with the others': the group takes as
+  // long as its slowest communicator. Nothing is executed.
+  float estimate = 0;
+  for (ncclComm* comm : g.comms) {
+    std::vector<TuneRequest> calls;
+    for (const CollOp& op : comm->pending) calls.push_back(TuneRequest{collKindOf(op.kind), tunedBytes(comm, op)});
+    estimate = std::max(estimate, simulateGroupTimeUs(*comm->tuner, calls));
+    comm->pending.clear();
+  }
+  g.comms.clear();
+  ncclResult_t result = g.error;
+  g.error = ncclSuccess;
+  g.depth = 0;
+  if (result != ncclSuccess) {
+    dropPending(g);
+    return result;
+  }
+  info->estimatedTime = estimate;
+  INFO(kSubsysTuning, "ncclGroupSimulateEnd: estimated %.2f us", estimate);
+  return g.inits.empty() ? ncclSuccess : launchGroup(g);  // pending inits still happen
 }
 
 void groupRecordError(ncclResult_t result) {

@@ -1,0 +1,60 @@
+// Primitives of the LL128 protocol: the line pipeline of ll_primitives.h over 128-byte
+// lines, which waste 8 bytes in 128 on flags where LL wastes half of every line.
+//
+// LL128 line format (128 bytes = 16 little-endian 8-byte words):
+//   words 0..14: payload bytes 0..119 of the line (120 B; zero past the data on a step's
+//                last line)
+//   word 15:     flag = step + 1 (all 64 bits, so the zeroed buffer holds no step)
+// The sender writes the payload words with plain stores, then the flag word with
+// Exec::storeRelease; the receiver Exec::loadAcquire-s the flag word until it equals
+// step + 1, then reads the payload. (On a GPU NCCL gets the same effect from a warp's
+// 128-byte store; on the CPU the release/acquire pair is what orders the line.)
+// Payload packing, step sizes, the periodic slot refresh that keeps stale lines from
+// passing for current ones, and the lack of a size check are as described in
+// ll_primitives.h. 120 bytes hold a whole number of elements of every type (1, 2, 4 or
+// 8 bytes), so no element straddles two lines.
+// Slots: only whole lines are used. The host sizes LL128 slots in whole lines; a slot
+// that is not (NCCL hangs on one) loses its tail instead, and one under a line, or not
+// 8-byte aligned, fails the primitive cleanly (ok() false, the error recorded).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/ll_primitives.h"
+
+namespace chorus {
+
+struct LL128Format {
+  static constexpr Protocol kProtocol = Protocol::LL128;
+  static constexpr size_t kLineBytes = 128;
+  static constexpr size_t kLineWords = 16;
+  static constexpr size_t kPayloadBytes = 120;
+  static constexpr size_t kPayloadWords = 15;
+  static constexpr size_t kBlockLines = 16;  // 1920 B of payload staged at a time
+
+  using Flag = uint64_t;
+  static CHORUS_HD Flag flagOf(uint64_t step) { return step + 1; }
+
+  // Writes `count` lines from `payload` (count * 120 bytes).
+  template <typename Exec>
+  static CHORUS_HD void writeLines(uint64_t* line, const unsigned char* payload, size_t count, Flag flag) {
+    for (size_t i = 0; i < count; ++i) {
+      __builtin_memcpy(line + i * kLineWords, payload + i * kPayloadBytes, kPayloadBytes);
+      Exec::storeRelease(line + i * kLineWords + kPayloadWords, flag);
+    }
+  }
+
+  // Copies the line's payload to `out` once its flag word is `flag`.
+  template <typename Exec>
+  static CHORUS_HD bool tryRead(const uint64_t* line, Flag flag, unsigned char* out) {
+    if (Exec::loadAcquire(line + kPayloadWords) != flag) return false;
+    __builtin_memcpy(out, line, kPayloadBytes);
+    return true;
+  }
+};
+
+template <typename T, typename Op, typename Exec>
+using LL128Primitives = LinePrimitives<T, Op, Exec, LL128Format>;
+
+}  // namespace chorus

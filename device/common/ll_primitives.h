@@ -1,0 +1,325 @@
+// Primitives of the LL ("low latency") protocol, and the line pipeline that LL and
+// LL128 (ll128_primitives.h) share.
+//
+// LL and LL128 carry each step's completion inside the data, line by line, so a
+// receiver can use the first bytes of a step while the rest are still being written,
+// and needs no tail counter: the sender only waits on `head` (as Simple does) and
+// never touches `tail` or `sizes`.
+//
+// LL line format (16 bytes, little-endian, as NCCL's {data1, flag1, data2, flag2}):
+//   word 0 (8 B): bits 0..31 payload bytes 0..3, bits 32..63 flag
+//   word 1 (8 B): bits 0..31 payload bytes 4..7, bits 32..63 flag
+//   flag = (uint32_t)(step + 1), so the zeroed buffer of a fresh connection holds no step.
+// Each word is one untorn 8-byte store (Exec::storeRelaxed), so data and flag travel
+// together and no other ordering is needed; the receiver polls each word with
+// Exec::loadRelaxed until both flags of the line equal the step's.
+//
+// Payload of a step (both protocols): the n * sizeof(T) bytes of the elements, packed in
+// order, 8 B per LL line (120 B per LL128 line); line i of the step is line i of slot
+// step % nSlots. A step of B bytes occupies max(1, ceil(B / payload)) lines: the last
+// line is written whole (both words, or all 15, zero past the data), and a step of zero
+// elements still writes one line, so a receiver never publishes `head` for a step its
+// sender has not reached. Sizes: a step carries at most (usable lines * payload) bytes.
+//
+// Why a stale line can never pass for a current one. A reader of step s reads only the
+// lines of s's size. Each of them was last written at some earlier step s' of the same
+// slot (or never: zero). LL128's 64-bit flags differ unless s - s' is a multiple of 2^64;
+// LL's 32-bit flags differ unless s - s' is a multiple of 2^32, which a line that a long
+// run of shorter steps never reached could reach. So the sender rewrites whole slots
+// periodically (NCCL does the same): in each of the nSlots steps just before every step
+// whose flag is 0 mod 2^31 (isRefreshStep), it also writes every remaining line of the
+// slot with the step's flag and zero payload. Every line is then rewritten at least every
+// 2^31 steps, and 0 < s - s' <= 2^31 < 2^32 for anything a reader meets. The same window
+// also rewrites, before the one step whose flag is 0 (s = 2^32k - 1 for LL, 2^64 - 1 for
+// LL128), lines that were never written since the connection started, provided it started
+// at least nSlots steps before that step (every real connection starts at step 0).
+//
+// No size travels with LL/LL128 steps: a receiver expecting more bytes than were sent
+// waits for lines that never come (until abort, timeout or the peer's death); one
+// expecting fewer silently takes a prefix. Both sides run the same calls, so this only
+// follows from a caller's mismatched send/recv counts, which Simple detects and these
+// protocols cannot.
+//
+// The pipeline works in blocks of kBlockLines lines through on-stack staging buffers:
+// unpack a block of each receive end, reduce it with the user's source, copy it to the
+// user's destination, pack it into every send end; so a forwarding rank starts sending a
+// step before it has received all of it. Values are pipeline values exactly as in Simple
+// (simple_primitives.h), with the same reduction order, so every protocol gives the same
+// bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/platform.h"
+#include "common/reduce_ops.h"
+#include "common/step_fifo.h"
+
+namespace chorus {
+
+// True for the nSlots steps just before each step whose flag is 0 mod 2^31 (see above).
+CHORUS_HD bool isRefreshStep(uint64_t step, int nSlots) {
+  const uint64_t window = static_cast<uint64_t>(nSlots);
+  return ((step + 1 + window) & ((uint64_t{1} << 31) - 1)) < window;
+}
+
+struct LLFormat {
+  static constexpr Protocol kProtocol = Protocol::LL;
+  static constexpr size_t kLineBytes = 16;
+  static constexpr size_t kLineWords = 2;
+  static constexpr size_t kPayloadBytes = 8;
+  static constexpr size_t kBlockLines = 128;  // 1 KiB of payload staged at a time
+
+  using Flag = uint32_t;
+  static CHORUS_HD Flag flagOf(uint64_t step) { return static_cast<Flag>(step + 1); }
+
+  // Writes `count` lines from `payload` (count * 8 bytes).
+  template <typename Exec>
+  static CHORUS_HD void writeLines(uint64_t* line, const unsigned char* payload, size_t count, Flag flag) {
+    const uint64_t high = static_cast<uint64_t>(flag) << 32;
+    for (size_t i = 0; i < count; ++i) {
+      uint64_t data;
+      __builtin_memcpy(&data, payload + i * kPayloadBytes, sizeof(data));
+      Exec::storeRelaxed(line + 2 * i, (data & 0xffffffffu) | high);
+      Exec::storeRelaxed(line + 2 * i + 1, (data >> 32) | high);
+    }
+  }
+
+  // Copies the line's payload to `out` once both of its words carry `flag`.
+  template <typename Exec>
+  static CHORUS_HD bool tryRead(const uint64_t* line, Flag flag, unsigned char* out) {
+    const uint64_t w0 = Exec::loadRelaxed(line);
+    const uint64_t w1 = Exec::loadRelaxed(line + 1);
+    if (static_cast<Flag>(w0 >> 32) != flag || static_cast<Flag>(w1 >> 32) != flag) return false;
+    const uint64_t data = (w0 & 0xffffffffu) | (w1 << 32);
+    __builtin_memcpy(out, &data, sizeof(data));
+    return true;
+  }
+};
+
+// The line pipeline over a line format (LLFormat, LL128Format); the interface and
+// semantics are SimplePrimitives'.
+template <typename T, typename Op, typename Exec, typename Format>
+class LinePrimitives {
+ public:
+  static constexpr Protocol kProtocol = Format::kProtocol;
+
+  LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
+      : exec_(exec), recv_(recv), send_(send), op_(op) {
+    for (int i = 0; i < recv_.count && ok_; ++i) checkSlot(*recv_.ends[i]);
+    for (int i = 0; i < send_.count && ok_; ++i) checkSlot(*send_.ends[i]);
+  }
+
+  // Elements one step can carry: the smallest slot's payload among the connections.
+  CHORUS_HD size_t maxStepElems() const {
+    size_t bytes = SIZE_MAX;
+    for (int i = 0; i < recv_.count; ++i) bytes = minBytes(bytes, capacityBytes(*recv_.ends[i]));
+    for (int i = 0; i < send_.count; ++i) bytes = minBytes(bytes, capacityBytes(*send_.ends[i]));
+    return bytes / sizeof(T);
+  }
+
+  // False once a wait was interrupted (abort, timeout, dead peer) or a slot or step was unusable.
+  CHORUS_HD bool ok() const { return ok_; }
+
+  // dst = post(pre(src)): a communicator of one rank, no connection involved.
+  CHORUS_HD void selfCopy(const T* src, T* dst, size_t n) { copyArray(dst, src, n, op_, true, true); }
+
+  // out = pre?(src)
+  CHORUS_HD void send(const T* src, size_t n, bool pre) { runStep<kFromSrc | kToSend>(src, nullptr, n, pre, false, false); }
+
+  // dst = src; out = src
+  CHORUS_HD void copySend(const T* src, T* dst, size_t n) {
+    if (dst == src) {
+      runStep<kFromSrc | kToSend>(src, nullptr, n, false, false, false);
+    } else {
+      runStep<kFromSrc | kToDst | kToSend>(src, dst, n, false, false, false);
+    }
+  }
+
+  // dst = post?(in)
+  CHORUS_HD void recv(T* dst, size_t n, bool post) { runStep<kFromRecv | kToDst>(nullptr, dst, n, false, false, post); }
+
+  // out = in... (+) pre(src)
+  CHORUS_HD void recvReduceSend(const T* src, size_t n) {
+    runStep<kFromRecv | kReduceSrc | kToSend>(src, nullptr, n, false, false, false);
+  }
+
+  // dst = post(in... (+) pre(src))
+  CHORUS_HD void recvReduceCopy(const T* src, T* dst, size_t n) {
+    runStep<kFromRecv | kReduceSrc | kToDst>(src, dst, n, false, true, false);
+  }
+
+  // dst = out = post(in... (+) pre(src))
+  CHORUS_HD void recvReduceCopySend(const T* src, T* dst, size_t n) {
+    runStep<kFromRecv | kReduceSrc | kToDst | kToSend>(src, dst, n, false, true, false);
+  }
+
+  // dst = out = in
+  CHORUS_HD void recvCopySend(T* dst, size_t n) {
+    runStep<kFromRecv | kToDst | kToSend>(nullptr, dst, n, false, false, false);
+  }
+
+ private:
+  // What a step does, as bits: where its values come from and where they go.
+  static constexpr unsigned kFromRecv = 1;   // the first receive end's data (others drained)
+  static constexpr unsigned kReduceSrc = 2;  // ...reduced with pre(src) and every other receive end
+  static constexpr unsigned kFromSrc = 4;    // pre?(src), no receive end
+  static constexpr unsigned kToDst = 8;
+  static constexpr unsigned kToSend = 16;
+
+  static constexpr size_t kBlockBytes = Format::kBlockLines * Format::kPayloadBytes;
+  static_assert(kBlockBytes % sizeof(T) == 0 && Format::kPayloadBytes % sizeof(T) == 0,
+                "elements must not straddle lines or blocks");
+  static constexpr size_t kBlockElems = kBlockBytes / sizeof(T);
+
+  static CHORUS_HD size_t minBytes(size_t a, size_t b) { return a < b ? a : b; }
+  static CHORUS_HD size_t slotLines(const FifoEnd& e) {
+    return e.slotBytes[static_cast<int>(kProtocol)] / Format::kLineBytes;
+  }
+  static CHORUS_HD size_t capacityBytes(const FifoEnd& e) { return slotLines(e) * Format::kPayloadBytes; }
+  static CHORUS_HD size_t linesFor(size_t bytes) {
+    const size_t lines = (bytes + Format::kPayloadBytes - 1) / Format::kPayloadBytes;
+    return lines > 0 ? lines : 1;
+  }
+  static CHORUS_HD uint64_t* lineAt(const FifoEnd& e, size_t line) {
+    return reinterpret_cast<uint64_t*>(e.slot(kProtocol, e.step) + line * Format::kLineBytes);
+  }
+
+  // A slot must hold a line and keep the 8-byte words aligned; only whole lines of it are
+  // used (a slot that is not a multiple of the line loses its tail instead of hanging).
+  void checkSlot(const FifoEnd& e) {
+    const size_t bytes = e.slotBytes[static_cast<int>(kProtocol)];
+    const bool aligned = bytes % 8 == 0 && reinterpret_cast<uintptr_t>(e.buffs[static_cast<int>(kProtocol)]) % 8 == 0;
+    if (bytes < Format::kLineBytes || !aligned) {
+      exec_.fail(e, kProtocol == Protocol::LL ? "LL slot unusable (under one 16-byte line or not 8-byte aligned)"
+                                              : "LL128 slot unusable (under one 128-byte line or not 8-byte aligned)",
+                 static_cast<long>(bytes), static_cast<long>(Format::kLineBytes));
+      ok_ = false;
+    }
+  }
+
+  // A step larger than a slot would overrun the buffer: refused (the algorithms never ask).
+  CHORUS_HD bool fits(size_t bytes) {
+    const size_t capacity = maxStepElems() * sizeof(T);
+    if (bytes <= capacity) return true;
+    const FifoEnd& e = recv_.count > 0 ? *recv_.ends[0] : *send_.ends[0];
+    exec_.fail(e, "step larger than the slot", static_cast<long>(bytes), static_cast<long>(capacity));
+    ok_ = false;
+    return false;
+  }
+
+  template <unsigned Flow>
+  CHORUS_HD void runStep(const T* src, T* dst, size_t n, bool pre, bool postReduce, bool postDst) {
+    constexpr bool kRecv = (Flow & kFromRecv) != 0;
+    constexpr bool kReduce = (Flow & kReduceSrc) != 0;
+    constexpr bool kDst = (Flow & kToDst) != 0;
+    constexpr bool kSend = (Flow & kToSend) != 0;
+    if (!ok_ || !fits(n * sizeof(T))) return;
+
+    alignas(16) unsigned char acc[kBlockBytes];
+    alignas(16) unsigned char more[kRecv ? kBlockBytes : 1];
+    T* values = reinterpret_cast<T*>(acc);
+    const size_t totalBytes = n * sizeof(T);
+    const size_t totalLines = linesFor(totalBytes);
+    bool sendSlotsFree = false;
+    size_t line0 = 0;
+    do {
+      const size_t lines = totalLines - line0 < Format::kBlockLines ? totalLines - line0 : Format::kBlockLines;
+      const size_t byte0 = line0 * Format::kPayloadBytes;
+      const size_t bytes = minBytes(totalBytes - byte0, lines * Format::kPayloadBytes);
+      const size_t e0 = byte0 / sizeof(T);
+      const size_t m = bytes / sizeof(T);
+      if constexpr (kRecv) {
+        // Simple's order: in0 (+) pre(src), then (+) in1, ...; post() on the last reduction.
+        if (!receiveLines(*recv_.ends[0], line0, lines, acc)) return;
+        if constexpr (kReduce) reduceArrays(values, values, src + e0, m, op_, false, true, postReduce && recv_.count == 1);
+        for (int i = 1; i < recv_.count; ++i) {
+          if (!receiveLines(*recv_.ends[i], line0, lines, more)) return;
+          if constexpr (kReduce) {
+            reduceArrays(values, values, reinterpret_cast<const T*>(more), m, op_, false, false,
+                         postReduce && i == recv_.count - 1);
+          }
+        }
+      } else {
+        copyArray(values, src + e0, m, op_, pre, false);
+      }
+      if constexpr (kDst) copyArray(dst + e0, values, m, op_, false, postDst);
+      if constexpr (kSend) {
+        for (size_t b = bytes; b < lines * Format::kPayloadBytes; ++b) acc[b] = 0;  // the last line's padding
+        if (!sendSlotsFree) {
+          if (!acquireSendSlots()) return;
+          sendSlotsFree = true;
+        }
+        for (int i = 0; i < send_.count; ++i) {
+          const FifoEnd& s = *send_.ends[i];
+          Format::template writeLines<Exec>(lineAt(s, line0), acc, lines, Format::flagOf(s.step));
+        }
+      }
+      line0 += lines;
+    } while (line0 < totalLines);
+
+    if constexpr (kSend) finishSend(totalLines);
+    if constexpr (kRecv) {
+      for (int i = 0; i < recv_.count; ++i) {
+        FifoEnd& r = *recv_.ends[i];
+        Exec::storeRelease(&r.ctrl->head, ++r.step);
+      }
+    }
+  }
+
+  // Waits for `lines` lines of the end's current step from line `line0`, unpacking their payload.
+  CHORUS_HD bool receiveLines(const FifoEnd& end, size_t line0, size_t lines, unsigned char* out) {
+    const uint64_t* base = lineAt(end, line0);
+    const typename Format::Flag flag = Format::flagOf(end.step);
+    for (size_t i = 0; i < lines; ++i) {
+      const uint64_t* line = base + i * Format::kLineWords;
+      unsigned char* payload = out + i * Format::kPayloadBytes;
+      if (Format::template tryRead<Exec>(line, flag, payload)) continue;
+      ok_ = exec_.waitUntil([line, flag, payload] { return Format::template tryRead<Exec>(line, flag, payload); },
+                            end);
+      if (!ok_) return false;
+    }
+    return true;
+  }
+
+  // Waits until every send end's slot for its current step has been released by its receiver.
+  CHORUS_HD bool acquireSendSlots() {
+    for (int i = 0; i < send_.count && ok_; ++i) {
+      const FifoEnd& s = *send_.ends[i];
+      const uint64_t step = s.step;
+      const uint64_t nSlots = static_cast<uint64_t>(s.nSlots);
+      StepFifoControl* ctrl = s.ctrl;
+      // Differences, not sums, so the comparisons hold across a 64-bit wrap of the counters.
+      if (step - Exec::loadAcquire(&ctrl->head) < nSlots) continue;
+      ok_ = exec_.waitUntil([ctrl, step, nSlots] { return step - Exec::loadAcquire(&ctrl->head) < nSlots; }, s);
+    }
+    return ok_;
+  }
+
+  // Refreshes the rest of the slot where due (see the header comment), then moves on.
+  CHORUS_HD void finishSend(size_t linesWritten) {
+    alignas(16) static constexpr unsigned char kZeros[Format::kBlockLines * Format::kPayloadBytes] = {};
+    for (int i = 0; i < send_.count; ++i) {
+      FifoEnd& s = *send_.ends[i];
+      if (isRefreshStep(s.step, s.nSlots)) {
+        const size_t total = slotLines(s);
+        for (size_t line = linesWritten; line < total; line += Format::kBlockLines) {
+          const size_t count = total - line < Format::kBlockLines ? total - line : Format::kBlockLines;
+          Format::template writeLines<Exec>(lineAt(s, line), kZeros, count, Format::flagOf(s.step));
+        }
+      }
+      ++s.step;
+    }
+  }
+
+  Exec& exec_;
+  PeerSet recv_;
+  PeerSet send_;
+  Op op_;
+  bool ok_ = true;
+};
+
+template <typename T, typename Op, typename Exec>
+using LLPrimitives = LinePrimitives<T, Op, Exec, LLFormat>;
+
+}  // namespace chorus
