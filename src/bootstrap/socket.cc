@@ -45,11 +45,11 @@ std::string SocketAddress::hostToString() const {
   if (family() == AF_INET6) {
     const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&storage);
     inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
-    std::string text = host;
     char ifname[IF_NAMESIZE] = "";
-    if (sin6->sin6_scope_id != 0 && if_indextoname(sin6->sin6_scope_id, ifname) != nullptr)
-      text += std::string("%") + ifname;
-    return text;
+    if (sin6->sin6_scope_id == 0 || if_indextoname(sin6->sin6_scope_id, ifname) == nullptr) return host;
+    char scoped[INET6_ADDRSTRLEN + IF_NAMESIZE + 1];
+    snprintf(scoped, sizeof(scoped), "%s%%%s", host, ifname);  // snprintf: g++ 12 warns falsely on +=
+    return scoped;
   }
   return "<no address>";
 }
