@@ -45,6 +45,15 @@ struct LL128Format {
     }
   }
 
+  // Writes `count` lines of zero payload (the periodic refresh).
+  template <typename Exec>
+  static CHORUS_HD void writeEmptyLines(uint64_t* line, size_t count, Flag flag) {
+    for (size_t i = 0; i < count; ++i) {
+      for (size_t w = 0; w < kPayloadWords; ++w) line[i * kLineWords + w] = 0;
+      Exec::storeRelease(line + i * kLineWords + kPayloadWords, flag);
+    }
+  }
+
   // Copies the line's payload to `out` once its flag word is `flag`.
   template <typename Exec>
   static CHORUS_HD bool tryRead(const uint64_t* line, Flag flag, unsigned char* out) {

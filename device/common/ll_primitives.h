@@ -85,6 +85,12 @@ struct LLFormat {
     }
   }
 
+  // Writes `count` lines of zero payload (the periodic refresh).
+  template <typename Exec>
+  static CHORUS_HD void writeEmptyLines(uint64_t* line, size_t count, Flag flag) {
+    for (size_t i = 0; i < 2 * count; ++i) Exec::storeRelaxed(line + i, static_cast<uint64_t>(flag) << 32);
+  }
+
   // Copies the line's payload to `out` once both of its words carry `flag`.
   template <typename Exec>
   static CHORUS_HD bool tryRead(const uint64_t* line, Flag flag, unsigned char* out) {
@@ -107,7 +113,10 @@ class LinePrimitives {
   LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
       : exec_(exec), recv_(recv), send_(send), op_(op) {
     for (int i = 0; i < recv_.count && ok_; ++i) checkSlot(*recv_.ends[i]);
-    for (int i = 0; i < send_.count && ok_; ++i) checkSlot(*send_.ends[i]);
+    for (int i = 0; i < send_.count && ok_; ++i) {
+      checkSlot(*send_.ends[i]);
+      headSeen_[i] = send_.ends[i]->step - static_cast<uint64_t>(send_.ends[i]->nSlots);  // nothing known yet
+    }
   }
 
   // Elements one step can carry: the smallest slot's payload among the connections.
@@ -125,7 +134,9 @@ class LinePrimitives {
   CHORUS_HD void selfCopy(const T* src, T* dst, size_t n) { copyArray(dst, src, n, op_, true, true); }
 
   // out = pre?(src)
-  CHORUS_HD void send(const T* src, size_t n, bool pre) { runStep<kFromSrc | kToSend>(src, nullptr, n, pre, false, false); }
+  CHORUS_HD void send(const T* src, size_t n, bool pre) {
+    runStep<kFromSrc | kToSend>(src, nullptr, n, pre, false, false);
+  }
 
   // dst = src; out = src
   CHORUS_HD void copySend(const T* src, T* dst, size_t n) {
@@ -191,8 +202,9 @@ class LinePrimitives {
     const size_t bytes = e.slotBytes[static_cast<int>(kProtocol)];
     const bool aligned = bytes % 8 == 0 && reinterpret_cast<uintptr_t>(e.buffs[static_cast<int>(kProtocol)]) % 8 == 0;
     if (bytes < Format::kLineBytes || !aligned) {
-      exec_.fail(e, kProtocol == Protocol::LL ? "LL slot unusable (under one 16-byte line or not 8-byte aligned)"
-                                              : "LL128 slot unusable (under one 128-byte line or not 8-byte aligned)",
+      exec_.fail(e,
+                 kProtocol == Protocol::LL ? "LL slot unusable (under one 16-byte line or not 8-byte aligned)"
+                                           : "LL128 slot unusable (under one 128-byte line or not 8-byte aligned)",
                  static_cast<long>(bytes), static_cast<long>(Format::kLineBytes));
       ok_ = false;
     }
@@ -232,7 +244,8 @@ class LinePrimitives {
       if constexpr (kRecv) {
         // Simple's order: in0 (+) pre(src), then (+) in1, ...; post() on the last reduction.
         if (!receiveLines(*recv_.ends[0], line0, lines, acc)) return;
-        if constexpr (kReduce) reduceArrays(values, values, src + e0, m, op_, false, true, postReduce && recv_.count == 1);
+        if constexpr (kReduce)
+          reduceArrays(values, values, src + e0, m, op_, false, true, postReduce && recv_.count == 1);
         for (int i = 1; i < recv_.count; ++i) {
           if (!receiveLines(*recv_.ends[i], line0, lines, more)) return;
           if constexpr (kReduce) {
@@ -275,38 +288,43 @@ class LinePrimitives {
       const uint64_t* line = base + i * Format::kLineWords;
       unsigned char* payload = out + i * Format::kPayloadBytes;
       if (Format::template tryRead<Exec>(line, flag, payload)) continue;
-      ok_ = exec_.waitUntil([line, flag, payload] { return Format::template tryRead<Exec>(line, flag, payload); },
-                            end);
+      ok_ = exec_.waitUntil([line, flag, payload] { return Format::template tryRead<Exec>(line, flag, payload); }, end);
       if (!ok_) return false;
     }
     return true;
   }
 
   // Waits until every send end's slot for its current step has been released by its receiver.
+  // head only grows, so the last value seen spares re-reading it (a cache miss: the receiver
+  // just wrote it) for the next steps of this call while it already proves the slot free.
   CHORUS_HD bool acquireSendSlots() {
     for (int i = 0; i < send_.count && ok_; ++i) {
       const FifoEnd& s = *send_.ends[i];
       const uint64_t step = s.step;
       const uint64_t nSlots = static_cast<uint64_t>(s.nSlots);
-      StepFifoControl* ctrl = s.ctrl;
       // Differences, not sums, so the comparisons hold across a 64-bit wrap of the counters.
-      if (step - Exec::loadAcquire(&ctrl->head) < nSlots) continue;
-      ok_ = exec_.waitUntil([ctrl, step, nSlots] { return step - Exec::loadAcquire(&ctrl->head) < nSlots; }, s);
+      if (step - headSeen_[i] < nSlots) continue;
+      StepFifoControl* ctrl = s.ctrl;
+      uint64_t* seen = &headSeen_[i];
+      *seen = Exec::loadAcquire(&ctrl->head);
+      if (step - *seen < nSlots) continue;
+      ok_ = exec_.waitUntil(
+          [ctrl, step, nSlots, seen] {
+            *seen = Exec::loadAcquire(&ctrl->head);
+            return step - *seen < nSlots;
+          },
+          s);
     }
     return ok_;
   }
 
   // Refreshes the rest of the slot where due (see the header comment), then moves on.
   CHORUS_HD void finishSend(size_t linesWritten) {
-    alignas(16) static constexpr unsigned char kZeros[Format::kBlockLines * Format::kPayloadBytes] = {};
     for (int i = 0; i < send_.count; ++i) {
       FifoEnd& s = *send_.ends[i];
-      if (isRefreshStep(s.step, s.nSlots)) {
-        const size_t total = slotLines(s);
-        for (size_t line = linesWritten; line < total; line += Format::kBlockLines) {
-          const size_t count = total - line < Format::kBlockLines ? total - line : Format::kBlockLines;
-          Format::template writeLines<Exec>(lineAt(s, line), kZeros, count, Format::flagOf(s.step));
-        }
+      const size_t total = slotLines(s);
+      if (isRefreshStep(s.step, s.nSlots) && total > linesWritten) {
+        Format::template writeEmptyLines<Exec>(lineAt(s, linesWritten), total - linesWritten, Format::flagOf(s.step));
       }
       ++s.step;
     }
@@ -317,6 +335,7 @@ class LinePrimitives {
   PeerSet send_;
   Op op_;
   bool ok_ = true;
+  uint64_t headSeen_[kMaxPeers] = {};  // per send end: the latest head read (a lower bound of head)
 };
 
 template <typename T, typename Op, typename Exec>

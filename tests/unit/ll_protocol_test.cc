@@ -85,10 +85,11 @@ void writeLL128Line(uint64_t* line, const uint64_t* payload15, uint64_t step) {
 class Background {
  public:
   template <typename F>
-  explicit Background(F f) : thread_([this, f] {
-      f();
-      done_ = true;
-    }) {}
+  explicit Background(F f)
+      : thread_([this, f] {
+          f();
+          done_ = true;
+        }) {}
   ~Background() { join(); }
   bool done() const { return done_.load(); }
   // Gives the thread time to (wrongly) finish; true if it is still running.
@@ -112,7 +113,7 @@ TEST(LLFormatTest, WordsCarryDataLowAndStepPlusOneHigh) {
   TestFifo fifo(Protocol::LL, 256, step);
   Side tx;
   LLPrimitives<uint32_t, RedOp<uint32_t, RedKind::Sum>, CpuExec> send(tx.exec, PeerSet(), PeerSet(&fifo.sender),
-                                                                       sumOp<uint32_t>());
+                                                                      sumOp<uint32_t>());
   const uint32_t in[3] = {0x11111111u, 0x22222222u, 0x33333333u};
   send.send(in, 3, false);
   ASSERT_TRUE(send.ok());
@@ -157,10 +158,26 @@ TEST(LLFormatTest, EmptyStepStillWritesOneLine) {
   TestFifo fifo(Protocol::LL, 256, 2);
   Side tx;
   LLPrimitives<uint32_t, RedOp<uint32_t, RedKind::Sum>, CpuExec> send(tx.exec, PeerSet(), PeerSet(&fifo.sender),
-                                                                       sumOp<uint32_t>());
+                                                                      sumOp<uint32_t>());
   send.send(nullptr, 0, false);
   EXPECT_EQ(fifo.words(2)[0], llWord(0, 2)) << "the receiver must have something to wait for";
   EXPECT_EQ(fifo.words(2)[1], llWord(0, 2));
+}
+
+// In the nSlots steps before a flag that is 0 mod 2^31, a step rewrites its whole slot.
+TEST(LLFormatTest, RefreshStepRewritesTheWholeSlot) {
+  const uint64_t refresh = (uint64_t{1} << 31) - 1 - kNcclSteps;  // first step of a refresh window
+  TestFifo fifo(Protocol::LL, 8 * 16, refresh - 1);
+  Side tx;
+  LLPrimitives<uint32_t, RedOp<uint32_t, RedKind::Sum>, CpuExec> send(tx.exec, PeerSet(), PeerSet(&fifo.sender),
+                                                                      sumOp<uint32_t>());
+  const uint32_t value = 42;
+  send.send(&value, 1, false);  // not a refresh step: one line
+  EXPECT_EQ(fifo.words(refresh - 1)[2], 0u);
+  send.send(&value, 1, false);
+  const uint64_t* w = fifo.words(refresh);
+  EXPECT_EQ(w[0], llWord(42, refresh));
+  for (int k = 1; k < 16; ++k) EXPECT_EQ(w[k], llWord(0, refresh)) << "word " << k;
 }
 
 // ---- both protocols ----
