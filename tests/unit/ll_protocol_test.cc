@@ -17,61 +17,16 @@
 #include "common/ll_primitives.h"
 #include "common/ring_algorithms.h"
 #include "cpu/cpu_exec.h"
+#include "fifo_fixture.h"
 
 namespace chorus {
 namespace {
 
+using fixtures::Side;
+using fixtures::sumOp;
+using fixtures::TestFifo;
+
 constexpr uint64_t kLLFlagWrap = uint64_t{1} << 32;
-
-// One connection in zeroed heap memory, as the P2P transport lays it out.
-class TestFifo {
- public:
-  TestFifo(Protocol proto, size_t slotBytes, uint64_t firstStep = 0, int nSlots = kNcclSteps) : proto_(proto) {
-    layout_.nSlots = nSlots;
-    layout_.slotBytes[static_cast<int>(proto)] = slotBytes;
-    memory_ = static_cast<char*>(std::aligned_alloc(kCacheLine, roundUp(layout_.totalBytes())));
-    std::memset(memory_, 0, roundUp(layout_.totalBytes()));
-    auto* ctrl = new (memory_) StepFifoControl{};
-    ctrl->tail = firstStep;
-    ctrl->head = firstStep;
-    for (FifoEnd* end : {&sender, &receiver}) {
-      end->attach(memory_, layout_);
-      end->step = firstStep;
-    }
-    sender.peer = 1;
-    receiver.peer = 0;
-  }
-  ~TestFifo() { std::free(memory_); }
-  TestFifo(const TestFifo&) = delete;
-  TestFifo& operator=(const TestFifo&) = delete;
-
-  // The 8-byte words of the slot that step `step` uses.
-  uint64_t* words(uint64_t step) { return reinterpret_cast<uint64_t*>(sender.slot(proto_, step)); }
-
-  FifoEnd sender;
-  FifoEnd receiver;
-
- private:
-  static size_t roundUp(size_t b) { return (b + kCacheLine - 1) / kCacheLine * kCacheLine; }
-  Protocol proto_;
-  FifoLayout layout_;
-  char* memory_;
-};
-
-struct Side {
-  std::atomic<uint32_t> abort{0};
-  ExecContext ctx;
-  CpuExec exec{ctx};
-  Side() {
-    ctx.abortFlag = &abort;
-    ctx.timeoutSec = 30;
-  }
-};
-
-template <typename T>
-RedOp<T, RedKind::Sum> sumOp() {
-  return RedOp<T, RedKind::Sum>{T{}, 1};
-}
 
 // The test's own encoders of the two line formats, independent of the primitives'.
 uint64_t llWord(uint32_t data, uint64_t step) { return (uint64_t{static_cast<uint32_t>(step + 1)} << 32) | data; }

@@ -11,56 +11,24 @@
 #include "common/ring_algorithms.h"
 #include "common/simple_primitives.h"
 #include "cpu/cpu_exec.h"
+#include "fifo_fixture.h"
 
 namespace chorus {
 namespace {
 
 using Prims = SimplePrimitives<uint32_t, RedOp<uint32_t, RedKind::Sum>, CpuExec>;
 
-// One connection laid out in heap memory, as the P2P transport does.
-class TestFifo {
- public:
-  explicit TestFifo(size_t slotBytes, uint64_t firstStep = 0) : layout_(makeLayout(slotBytes)) {
-    memory_ = static_cast<char*>(std::aligned_alloc(kCacheLine, layout_.totalBytes()));
-    auto* ctrl = new (memory_) StepFifoControl{};
-    ctrl->tail = firstStep;
-    ctrl->head = firstStep;
-    for (FifoEnd* end : {&sender, &receiver}) {
-      end->attach(memory_, layout_);
-      end->step = firstStep;
-    }
-    sender.peer = 1;
-    receiver.peer = 0;
-  }
-  ~TestFifo() { std::free(memory_); }
-
-  FifoEnd sender;
-  FifoEnd receiver;
-
- private:
-  static FifoLayout makeLayout(size_t slotBytes) {
-    FifoLayout layout;
-    layout.slotBytes[static_cast<int>(Protocol::Simple)] = slotBytes;
-    return layout;
-  }
-  FifoLayout layout_;
-  char* memory_;
+// A Simple-protocol connection (see fifo_fixture.h).
+struct SimpleFifo : fixtures::TestFifo {
+  explicit SimpleFifo(size_t slotBytes, uint64_t firstStep = 0) : TestFifo(Protocol::Simple, slotBytes, firstStep) {}
 };
 
-struct Side {
-  std::atomic<uint32_t> abort{0};
-  ExecContext ctx;
-  CpuExec exec{ctx};
-  Side() {
-    ctx.abortFlag = &abort;
-    ctx.timeoutSec = 30;
-  }
-};
+using fixtures::Side;
 
-RedOp<uint32_t, RedKind::Sum> sumOp() { return RedOp<uint32_t, RedKind::Sum>{0, 1}; }
+RedOp<uint32_t, RedKind::Sum> sumOp() { return fixtures::sumOp<uint32_t>(); }
 
 TEST(StepFifoTest, StepsCarryDataAndAdvanceBothCounters) {
-  TestFifo fifo(64);
+  SimpleFifo fifo(64);
   Side tx, rx;
   Prims send(tx.exec, PeerSet(), PeerSet(&fifo.sender), sumOp());
   Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
@@ -76,7 +44,7 @@ TEST(StepFifoTest, StepsCarryDataAndAdvanceBothCounters) {
 }
 
 TEST(StepFifoTest, SenderWaitsForAFreeSlot) {
-  TestFifo fifo(16);
+  SimpleFifo fifo(16);
   Side tx, rx;
   Prims send(tx.exec, PeerSet(), PeerSet(&fifo.sender), sumOp());
   Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
@@ -103,7 +71,7 @@ TEST(StepFifoTest, SenderWaitsForAFreeSlot) {
 // just below 2^64 so that they wrap in the middle of the stream.
 TEST(StepFifoTest, StreamSurvivesSlotAndCounterWraparound) {
   const uint64_t firstStep = UINT64_MAX - 37;
-  TestFifo fifo(256, firstStep);
+  SimpleFifo fifo(256, firstStep);
   Side tx, rx;
   const int kSteps = 5000;
   auto sizeOf = [](int i) { return static_cast<size_t>((i * 7) % 64 + 1); };  // 1..64 elements
@@ -130,7 +98,7 @@ TEST(StepFifoTest, StreamSurvivesSlotAndCounterWraparound) {
 }
 
 TEST(StepFifoTest, MismatchedStepSizeFailsInsteadOfReadingGarbage) {
-  TestFifo fifo(64);
+  SimpleFifo fifo(64);
   Side tx, rx;
   Prims send(tx.exec, PeerSet(), PeerSet(&fifo.sender), sumOp());
   Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
@@ -143,7 +111,7 @@ TEST(StepFifoTest, MismatchedStepSizeFailsInsteadOfReadingGarbage) {
 }
 
 TEST(StepFifoTest, AbortInterruptsABlockedReceive) {
-  TestFifo fifo(64);
+  SimpleFifo fifo(64);
   Side rx;
   Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
   std::thread aborter([&] {
@@ -161,7 +129,7 @@ TEST(StepFifoTest, AbortInterruptsABlockedReceive) {
 }
 
 TEST(StepFifoTest, TimeoutEndsAWaitThatNeverCompletes) {
-  TestFifo fifo(64);
+  SimpleFifo fifo(64);
   Side rx;
   rx.ctx.timeoutSec = 1;
   Prims recv(rx.exec, PeerSet(&fifo.receiver), PeerSet(), sumOp());
@@ -175,8 +143,8 @@ TEST(StepFifoTest, TimeoutEndsAWaitThatNeverCompletes) {
 TEST(StepFifoTest, RingAllReduceOverThreeThreads) {
   const int n = 3;
   const size_t count = 1000;  // several rounds through 64-byte slots
-  std::vector<std::unique_ptr<TestFifo>> links;
-  for (int r = 0; r < n; ++r) links.push_back(std::make_unique<TestFifo>(64));  // link r: rank r -> r+1
+  std::vector<std::unique_ptr<SimpleFifo>> links;
+  for (int r = 0; r < n; ++r) links.push_back(std::make_unique<SimpleFifo>(64));  // link r: rank r -> r+1
   std::vector<std::vector<uint32_t>> data(n, std::vector<uint32_t>(count));
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) data[r][i] = static_cast<uint32_t>(r * 10 + i);
