@@ -145,12 +145,10 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   CHORUS_CHECK(checkComm(comm, "ncclCommFinalize"));
   if (comm->worker) {
     if (!comm->config.blocking && !comm->worker->idle()) {
-      comm->finalized = true;
       return ncclInProgress;  // the queued work completes; ncclCommGetAsyncError tells when
     }
     comm->worker->waitIdle();
   }
-  comm->finalized = true;
   const int async = comm->asyncResult.load();
   return async == ncclInProgress ? ncclSuccess : static_cast<ncclResult_t>(async);
 }

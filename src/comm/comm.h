@@ -62,7 +62,6 @@ struct ncclComm {
   int rank = 0;
   int nranks = 0;
   int cudaDev = 0;
-  uint64_t commHash = 0;
   chorus::CommConfig config;
 
   std::unique_ptr<chorus::Bootstrap> bootstrap;
@@ -97,7 +96,6 @@ struct ncclComm {
   std::vector<std::pair<void*, size_t>> registrations;
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
-  bool finalized = false;
 
   ncclComm();
   ~ncclComm();

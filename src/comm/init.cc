@@ -7,6 +7,7 @@
 #include <set>
 
 #include "comm/comm.h"
+#include "comm/connect.h"
 #include "core/debug.h"
 #include "core/env.h"
 
@@ -16,8 +17,8 @@ namespace {
 // Tags of bootstrap messages exchanged while connecting.
 constexpr int kChannelTagBase = 0x1000;
 constexpr int kMaxChannels = 32;
-// Link figures of the CPU transports for the tuning model, measured with tools/perf on a
-// 2-core machine (see BENCHMARKS.md).
+// Link figures of the CPU transports for the tuning model: first estimates, not yet
+// calibrated (src/tune/tune_constants.h says how).
 constexpr double kShmBusBwGBs = 4.0;
 constexpr double kShmHopLatencyUs = 1.0;
 constexpr double kP2pBusBwGBs = 4.0;
@@ -76,7 +77,6 @@ int channelsWanted(int localRanks) {
 // Connects one channel to its ring and tree neighbours. Receivers are created and
 // their handles sent upstream first; then each sender attaches to its peer's receiver.
 ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
-  const PeerInfo& self = comm->peers[comm->rank];
   std::set<int> recvFrom = {ch.ringRanks[comm->nranks - 1]};
   std::set<int> sendTo = {ch.ringRanks[1]};
   for (int peer : {ch.tree.parent, ch.tree.children[0], ch.tree.children[1]}) {
@@ -85,29 +85,11 @@ ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
     sendTo.insert(peer);
   }
   const int tag = kChannelTagBase + ch.id;
-  for (int peer : recvFrom) {
-    const Transport* t = selectTransport(self, comm->peers[peer]);
-    if (!t) return ncclSystemError;
-    ConnectHandle handle;
-    Connection& conn = ch.recv[peer];
-    CHORUS_CHECK(t->createReceiver(comm->collLayout, self, comm->peers[peer], &handle, &conn.end, &conn.resource));
-    conn.transport = t;
-    CHORUS_CHECK(comm->bootstrap->send(peer, tag, &handle, sizeof(handle)));
-  }
+  for (int peer : recvFrom) CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer]));
   for (int peer : sendTo) {
-    ConnectHandle handle;
-    CHORUS_CHECK(comm->bootstrap->recv(peer, tag, &handle, sizeof(handle)));
-    const Transport* t = transportById(handle.transport);
-    if (!t) {
-      WARN("Rank %d: rank %d answered with unknown transport %u", comm->rank, peer,
-           static_cast<unsigned>(handle.transport));
-      return ncclInternalError;
-    }
-    Connection& conn = ch.send[peer];
-    CHORUS_CHECK(t->attachSender(handle, self, comm->peers[peer], &conn.end, &conn.resource));
-    conn.transport = t;
+    CHORUS_CHECK(attachSenderTo(comm, peer, tag, &ch.send[peer]));
     INFO(kSubsysInit | kSubsysP2p | kSubsysShm, "Channel %02d : %d[%d] -> %d[%d] via %s", ch.id, comm->rank,
-         comm->cudaDev, peer, comm->peers[peer].cudaDev, t->name());
+         comm->cudaDev, peer, comm->peers[peer].cudaDev, ch.send[peer].transport->name());
   }
   return ncclSuccess;
 }
@@ -147,10 +129,6 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   for (const PeerInfo& p : comm->peers) localRanks += p.hostHash == comm->peers[comm->rank].hostHash;
   comm->peers[comm->rank].channelsWanted = channelsWanted(localRanks);
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
-  // A communicator's identity: the id's bytes, the same on every rank.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : id.internal) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
-  comm->commHash = h;
 
   // Buffer sizes as NCCL's defaults: Simple 4 MiB, LL 512 KiB, LL128 about 4.7 MiB.
   const int nSlots = slotCountFromEnv();

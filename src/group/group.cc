@@ -103,8 +103,6 @@ void dropPending(GroupState& g) {
 
 }  // namespace
 
-int groupDepth() { return tGroup.depth; }
-
 ncclResult_t groupStart() {
   ++tGroup.depth;
   return ncclSuccess;

@@ -19,7 +19,6 @@ ncclResult_t groupStart();
 ncclResult_t groupEnd();
 // Ends the outermost group without running its calls; reports the model's estimate (us).
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info);
-int groupDepth();
 
 // Records a validated op; outside a group it runs at once.
 ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op);

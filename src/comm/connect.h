@@ -1,0 +1,17 @@
+// The two halves of connecting one direction between two ranks, shared by the
+// channel connections made at init and the send/recv connections made on first use.
+// A receiver is created and its handle sent to the peer before any sender waits for
+// its peer's handle, so ranks that connect to each other never wait on one another.
+#pragma once
+
+#include "comm/comm.h"
+
+namespace chorus {
+
+// Lays out the FIFO for data from `peer` and sends the peer its handle (tag `tag`).
+ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn);
+
+// Waits for `peer`'s handle (tag `tag`) and attaches to its receiver.
+ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn);
+
+}  // namespace chorus
