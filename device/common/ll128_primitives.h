@@ -33,6 +33,9 @@ struct LL128Format {
   static constexpr size_t kPayloadWords = 15;
   static constexpr size_t kBlockLines = 16;  // 1920 B of payload staged at a time
 
+  // Lines move one by one: the flag word's release/acquire orders each line.
+  static constexpr bool kBlockMoves = false;
+
   using Flag = uint64_t;
   static CHORUS_HD Flag flagOf(uint64_t step) { return step + 1; }
 

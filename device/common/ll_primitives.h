@@ -10,9 +10,12 @@
 //   word 0 (8 B): bits 0..31 payload bytes 0..3, bits 32..63 flag
 //   word 1 (8 B): bits 0..31 payload bytes 4..7, bits 32..63 flag
 //   flag = (uint32_t)(step + 1), so the zeroed buffer of a fresh connection holds no step.
-// Each word is one untorn 8-byte store (Exec::storeRelaxed), so data and flag travel
-// together and no other ordering is needed; the receiver polls each word with
-// Exec::loadRelaxed until both flags of the line equal the step's.
+// Each word is one untorn 8-byte store, so data and flag travel together and no other
+// ordering is needed; the receiver polls a line's words until both flags equal the
+// step's. Single lines move with Exec::storeRelaxed / loadRelaxed; whole blocks with
+// Exec::storeWords / loadWords (each word untorn, no order among them), packed and
+// unpacked in local memory where the compiler can vectorise the format's shuffles —
+// on the CPU, per-line scalar work otherwise costs more than the data movement.
 //
 // Payload of a step (both protocols): the n * sizeof(T) bytes of the elements, packed in
 // order, 8 B per LL line (120 B per LL128 line); line i of the step is line i of slot
@@ -91,6 +94,27 @@ struct LLFormat {
     for (size_t i = 0; i < 2 * count; ++i) Exec::storeRelaxed(line + i, static_cast<uint64_t>(flag) << 32);
   }
 
+  // Block forms, on local memory: `words` holds `count` lines in the wire format.
+  static constexpr bool kBlockMoves = true;
+  static CHORUS_HD void packLines(uint64_t* words, const unsigned char* payload, size_t count, Flag flag) {
+    const uint64_t high = static_cast<uint64_t>(flag) << 32;
+    for (size_t i = 0; i < 2 * count; ++i) {
+      uint32_t half;
+      __builtin_memcpy(&half, payload + 4 * i, sizeof(half));
+      words[i] = half | high;
+    }
+  }
+  // Unpacks every line; true when all of them carry `flag` (else `payload` is partly stale).
+  static CHORUS_HD bool unpackLines(const uint64_t* words, size_t count, Flag flag, unsigned char* payload) {
+    uint32_t mismatch = 0;
+    for (size_t i = 0; i < 2 * count; ++i) {
+      mismatch |= static_cast<uint32_t>(words[i] >> 32) ^ flag;
+      const uint32_t half = static_cast<uint32_t>(words[i]);
+      __builtin_memcpy(payload + 4 * i, &half, sizeof(half));
+    }
+    return mismatch == 0;
+  }
+
   // Copies the line's payload to `out` once both of its words carry `flag`.
   template <typename Exec>
   static CHORUS_HD bool tryRead(const uint64_t* line, Flag flag, unsigned char* out) {
@@ -113,10 +137,7 @@ class LinePrimitives {
   LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
       : exec_(exec), recv_(recv), send_(send), op_(op) {
     for (int i = 0; i < recv_.count && ok_; ++i) checkSlot(*recv_.ends[i]);
-    for (int i = 0; i < send_.count && ok_; ++i) {
-      checkSlot(*send_.ends[i]);
-      headSeen_[i] = send_.ends[i]->step - static_cast<uint64_t>(send_.ends[i]->nSlots);  // nothing known yet
-    }
+    for (int i = 0; i < send_.count && ok_; ++i) checkSlot(*send_.ends[i]);
   }
 
   // Elements one step can carry: the smallest slot's payload among the connections.
@@ -265,7 +286,13 @@ class LinePrimitives {
         }
         for (int i = 0; i < send_.count; ++i) {
           const FifoEnd& s = *send_.ends[i];
-          Format::template writeLines<Exec>(lineAt(s, line0), acc, lines, Format::flagOf(s.step));
+          if constexpr (Format::kBlockMoves) {
+            alignas(16) uint64_t words[Format::kBlockLines * Format::kLineWords];
+            Format::packLines(words, acc, lines, Format::flagOf(s.step));
+            Exec::storeWords(lineAt(s, line0), words, lines * Format::kLineWords);
+          } else {
+            Format::template writeLines<Exec>(lineAt(s, line0), acc, lines, Format::flagOf(s.step));
+          }
         }
       }
       line0 += lines;
@@ -281,40 +308,35 @@ class LinePrimitives {
   }
 
   // Waits for `lines` lines of the end's current step from line `line0`, unpacking their payload.
+  // The block's last line is awaited first: a CPU receiver that polled line by line behind
+  // its sender would pull each cache line across while the sender is still filling it;
+  // once the last line is there the others normally are too, and are read in one sweep.
+  // (Every line's flags are still checked, so no store ordering is assumed.)
   CHORUS_HD bool receiveLines(const FifoEnd& end, size_t line0, size_t lines, unsigned char* out) {
     const uint64_t* base = lineAt(end, line0);
     const typename Format::Flag flag = Format::flagOf(end.step);
-    for (size_t i = 0; i < lines; ++i) {
+    auto receiveLine = [&](size_t i) {
       const uint64_t* line = base + i * Format::kLineWords;
       unsigned char* payload = out + i * Format::kPayloadBytes;
-      if (Format::template tryRead<Exec>(line, flag, payload)) continue;
+      if (Format::template tryRead<Exec>(line, flag, payload)) return true;
       ok_ = exec_.waitUntil([line, flag, payload] { return Format::template tryRead<Exec>(line, flag, payload); }, end);
-      if (!ok_) return false;
+      return ok_;
+    };
+    if (!receiveLine(lines - 1)) return false;
+    if constexpr (Format::kBlockMoves) {
+      alignas(16) uint64_t words[Format::kBlockLines * Format::kLineWords];
+      Exec::loadWords(base, words, (lines - 1) * Format::kLineWords);
+      if (Format::unpackLines(words, lines - 1, flag, out)) return true;
+    }
+    for (size_t i = 0; i + 1 < lines; ++i) {
+      if (!receiveLine(i)) return false;
     }
     return true;
   }
 
   // Waits until every send end's slot for its current step has been released by its receiver.
-  // head only grows, so the last value seen spares re-reading it (a cache miss: the receiver
-  // just wrote it) for the next steps of this call while it already proves the slot free.
   CHORUS_HD bool acquireSendSlots() {
-    for (int i = 0; i < send_.count && ok_; ++i) {
-      const FifoEnd& s = *send_.ends[i];
-      const uint64_t step = s.step;
-      const uint64_t nSlots = static_cast<uint64_t>(s.nSlots);
-      // Differences, not sums, so the comparisons hold across a 64-bit wrap of the counters.
-      if (step - headSeen_[i] < nSlots) continue;
-      StepFifoControl* ctrl = s.ctrl;
-      uint64_t* seen = &headSeen_[i];
-      *seen = Exec::loadAcquire(&ctrl->head);
-      if (step - *seen < nSlots) continue;
-      ok_ = exec_.waitUntil(
-          [ctrl, step, nSlots, seen] {
-            *seen = Exec::loadAcquire(&ctrl->head);
-            return step - *seen < nSlots;
-          },
-          s);
-    }
+    for (int i = 0; i < send_.count && ok_; ++i) ok_ = acquireSlot(exec_, *send_.ends[i]);
     return ok_;
   }
 
@@ -335,7 +357,6 @@ class LinePrimitives {
   PeerSet send_;
   Op op_;
   bool ok_ = true;
-  uint64_t headSeen_[kMaxPeers] = {};  // per send end: the latest head read (a lower bound of head)
 };
 
 template <typename T, typename Op, typename Exec>

@@ -135,14 +135,7 @@ class SimplePrimitives {
   // Waits until every send end has a free slot; returns the first end's slot.
   CHORUS_HD T* acquireSend() {
     if (!ok_) return nullptr;
-    for (int i = 0; i < send_.count && ok_; ++i) {
-      FifoEnd& s = *send_.ends[i];
-      const uint64_t step = s.step;
-      const uint64_t nSlots = static_cast<uint64_t>(s.nSlots);
-      StepFifoControl* ctrl = s.ctrl;
-      // Differences, not sums, so the comparisons hold across a 64-bit wrap of the counters.
-      ok_ = exec_.waitUntil([ctrl, step, nSlots] { return step - Exec::loadAcquire(&ctrl->head) < nSlots; }, s);
-    }
+    for (int i = 0; i < send_.count && ok_; ++i) ok_ = acquireSlot(exec_, *send_.ends[i]);
     return ok_ ? reinterpret_cast<T*>(send_.ends[0]->slot(kProtocol, send_.ends[0]->step)) : nullptr;
   }
 
@@ -163,8 +156,8 @@ class SimplePrimitives {
       FifoEnd& r = *recv_.ends[i];
       const uint64_t step = r.step;
       StepFifoControl* ctrl = r.ctrl;
-      ok_ = exec_.waitUntil([ctrl, step] { return static_cast<int64_t>(Exec::loadAcquire(&ctrl->tail) - step) > 0; },
-                            r);
+      ok_ =
+          exec_.waitUntil([ctrl, step] { return static_cast<int64_t>(Exec::loadAcquire(&ctrl->tail) - step) > 0; }, r);
       if (!ok_) return nullptr;
       const int64_t got = ctrl->sizes[step & static_cast<uint64_t>(r.nSlots - 1)];
       if (got != static_cast<int64_t>(n * sizeof(T))) {

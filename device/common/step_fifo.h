@@ -20,6 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/platform.h"
+
 namespace chorus {
 
 // NCCL's numbering (NCCL_PROTO_LL 0, NCCL_PROTO_LL128 1, NCCL_PROTO_SIMPLE 2).
@@ -29,8 +31,8 @@ constexpr int kNumProtocols = 3;
 enum class Algorithm : int { Tree = 0, Ring = 1 };
 constexpr int kNumAlgorithms = 2;
 
-constexpr int kNcclSteps = 8;   // default slots per connection, as NCCL_STEPS
-constexpr int kMaxSteps = 16;   // slot counts are powers of two up to this
+constexpr int kNcclSteps = 8;       // default slots per connection, as NCCL_STEPS
+constexpr int kMaxSteps = 16;       // slot counts are powers of two up to this
 constexpr size_t kCacheLine = 128;  // keeps the two counters on separate lines (also on GPUs)
 
 struct StepFifoControl {
@@ -60,8 +62,12 @@ struct FifoEnd {
   size_t slotBytes[kNumProtocols] = {0, 0, 0};
   int nSlots = kNcclSteps;
   uint64_t step = 0;  // next step this side will produce (sender) or consume (receiver)
-  int peer = -1;      // the rank at the other end, for error messages
-  int peerPid = 0;    // that rank's process, to notice it dying (0: same process)
+  // Sender side: the receiver's head as last read (a lower bound, since head only grows).
+  // It outlives calls so that a sender re-reads head (a cache miss: the receiver has just
+  // written it) only when the slots it already knows free run out.
+  uint64_t headSeen = 0;
+  int peer = -1;    // the rank at the other end, for error messages
+  int peerPid = 0;  // that rank's process, to notice it dying (0: same process)
 
   char* slot(Protocol p, uint64_t s) const {
     const int i = static_cast<int>(p);
@@ -77,6 +83,26 @@ struct FifoEnd {
     nSlots = layout.nSlots;
   }
 };
+
+// Waits until the sender `end`'s slot for its current step is free: its receiver has
+// consumed the step nSlots before (head). Differences, not sums, so the comparisons hold
+// across a 64-bit wrap of the counters. False when the wait was interrupted.
+template <typename Exec>
+CHORUS_HD bool acquireSlot(Exec& exec, FifoEnd& end) {
+  const uint64_t step = end.step;
+  const uint64_t nSlots = static_cast<uint64_t>(end.nSlots);
+  if (step - end.headSeen < nSlots) return true;
+  StepFifoControl* ctrl = end.ctrl;
+  uint64_t* seen = &end.headSeen;
+  *seen = Exec::loadAcquire(&ctrl->head);
+  if (step - *seen < nSlots) return true;
+  return exec.waitUntil(
+      [ctrl, step, nSlots, seen] {
+        *seen = Exec::loadAcquire(&ctrl->head);
+        return step - *seen < nSlots;
+      },
+      end);
+}
 
 // The sending and receiving ends a primitive works with: up to kMaxPeers of each
 // (a tree node receives from its children and sends to its parent, or the reverse).

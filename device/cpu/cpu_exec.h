@@ -8,7 +8,11 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/step_fifo.h"
 #include "nccl.h"
@@ -20,6 +24,11 @@ struct ExecContext {
   const std::atomic<uint32_t>* abortFlag = nullptr;
   int rank = -1;
   double timeoutSec = 0;  // 0: no timeout
+  // Polls before a wait starts yielding. Few when the host runs more ranks than it has
+  // cores: the peer being waited for may then need this very core.
+  int spins = kDefaultSpins;
+  static constexpr int kDefaultSpins = 256;
+  static constexpr int kOversubscribedSpins = 4;
   std::atomic<int> result{ncclSuccess};  // first failure wins
 
   void setError(ncclResult_t r) {
@@ -39,9 +48,31 @@ class CpuExec {
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
+  // Bulk moves of FIFO words (LL lines): each aligned 8-byte word untorn, no order among
+  // them. SSE2 moves of 16 bytes, whose 8-byte halves are each single accesses; the
+  // compiler barriers keep the compiler from caching or reordering them across polls.
+  static void loadWords(const uint64_t* src, uint64_t* dst, size_t n) {
+    asm volatile("" ::: "memory");
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 2 <= n; i += 2)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+#endif
+    for (; i < n; ++i) dst[i] = loadRelaxed(src + i);
+  }
+  static void storeWords(uint64_t* dst, const uint64_t* src, size_t n) {
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 2 <= n; i += 2)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+#endif
+    for (; i < n; ++i) storeRelaxed(dst + i, src[i]);
+    asm volatile("" ::: "memory");
+  }
+
   template <typename Cond>
   bool waitUntil(Cond&& cond, const FifoEnd& end) {
-    for (int i = 0; i < kSpins; ++i) {
+    for (int i = 0; i < ctx_.spins; ++i) {
       if (cond()) return true;
       __builtin_ia32_pause();
     }
@@ -56,7 +87,6 @@ class CpuExec {
   void fail(const FifoEnd& end, const char* what, long got, long expected);
 
  private:
-  static constexpr int kSpins = 256;
   struct WaitState {
     uint64_t rounds = 0;
     double start = 0;

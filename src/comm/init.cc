@@ -1,8 +1,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
@@ -34,8 +34,8 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.shmDevId = stat("/dev/shm", &st) == 0 ? static_cast<uint64_t>(st.st_dev) : 0;
   // pid alone repeats across hosts; the host hash and a process-wide address make it unique.
   static const int processAnchor = 0;
-  info.processId = info.hostHash ^ (static_cast<uint64_t>(info.pid) << 32) ^
-                   reinterpret_cast<uintptr_t>(&processAnchor);
+  info.processId =
+      info.hostHash ^ (static_cast<uint64_t>(info.pid) << 32) ^ reinterpret_cast<uintptr_t>(&processAnchor);
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   return info;
 }
@@ -164,11 +164,13 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   comm->exec.abortFlag = &comm->abortFlag;
   comm->exec.rank = comm->rank;
   comm->exec.timeoutSec = static_cast<double>(envInt("CHORUS_TIMEOUT", 600));
+  comm->exec.spins =
+      localRanks > sysconf(_SC_NPROCESSORS_ONLN) ? ExecContext::kOversubscribedSpins : ExecContext::kDefaultSpins;
   CHORUS_CHECK(comm->bootstrap->barrier());
 
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  INFO(kSubsysInit, "comm %p rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)",
-       static_cast<void*>(comm), comm->rank, comm->nranks, nChannels, getpid(), ms);
+  INFO(kSubsysInit, "comm %p rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)", static_cast<void*>(comm),
+       comm->rank, comm->nranks, nChannels, getpid(), ms);
   return ncclSuccess;
 }
 
