@@ -28,7 +28,12 @@ PeerNeeds unconnectedPeers(const ncclComm* comm) {
 
 ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
   std::vector<PeerNeeds> needs;
-  for (ncclComm* comm : comms) needs.push_back(unconnectedPeers(comm));
+  bool any = false;
+  for (ncclComm* comm : comms) {
+    needs.push_back(unconnectedPeers(comm));
+    any = any || !needs.back().recvFrom.empty() || !needs.back().sendTo.empty();
+  }
+  if (!any) return ncclSuccess;  // the usual case: every peer of these calls is connected
   // Phase 1: every receiver of every communicator, handles sent upstream.
   for (size_t i = 0; i < comms.size(); ++i) {
     ncclComm* comm = comms[i];
@@ -43,7 +48,7 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
       INFO(kSubsysP2p, "Channel 00/1 : %d[%d] -> %d[%d] via %s (p2p)", comm->rank, comm->cudaDev, peer,
            comm->peers[peer].cudaDev, comm->p2pSend[peer].transport->name());
     }
-    comm->refreshView();
+    if (!needs[i].recvFrom.empty() || !needs[i].sendTo.empty()) comm->refreshView();
   }
   return ncclSuccess;
 }

@@ -1,7 +1,6 @@
 #include "enqueue/plan.h"
 
 #include <cstring>
-#include <deque>
 #include <map>
 
 #include "common/datatypes.h"
@@ -129,7 +128,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
   const int nChannels = static_cast<int>(comm->channels.size());
   std::vector<Lane> channelLanes(nChannels, Lane{&comm->view, &comm->exec, {}});
   std::map<int, Lane> sendLanes, recvLanes;
-  std::deque<const CollOp*> selfSends, selfRecvs;
+  std::vector<const CollOp*> selfSends, selfRecvs;  // matched in order
   Lane selfLane{&comm->view, &comm->exec, {}};
 
   for (const CollOp& op : ops) {
