@@ -3,7 +3,7 @@
 # Safe to run again: it installs nothing that is already there.
 set -euo pipefail
 
-packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev iproute2 openmpi-bin libopenmpi-dev)
+packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev iproute2 openmpi-bin libopenmpi-dev libgloo-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
