@@ -21,23 +21,27 @@ void runWorkItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const Wo
   }
 }
 
+void runLane(Lane& lane) {
+  CpuExec exec(*lane.ctx);
+  const int savedRank = logRank();
+  setLogRank(lane.comm->rank);
+  for (const WorkItem& w : lane.items) {
+    if (lane.ctx->failed()) break;
+    runWorkItem(exec, *lane.ctx, *lane.comm, w);
+  }
+  setLogRank(savedRank);
+}
+
 }  // namespace
 
-ncclResult_t runLanes(std::vector<Lane>& lanes) {
+ncclResult_t runLanes(const std::vector<Lane*>& lanes) {
+  if (lanes.size() == 1) {  // the common blocking call: no fiber, nothing to allocate
+    runLane(*lanes[0]);
+    return ncclSuccess;
+  }
   std::vector<FiberScheduler::Task> tasks;
   tasks.reserve(lanes.size());
-  for (Lane& lane : lanes) {
-    tasks.emplace_back([&lane] {
-      CpuExec exec(*lane.ctx);
-      const int savedRank = logRank();
-      setLogRank(lane.comm->rank);
-      for (const WorkItem& w : lane.items) {
-        if (lane.ctx->failed()) break;
-        runWorkItem(exec, *lane.ctx, *lane.comm, w);
-      }
-      setLogRank(savedRank);
-    });
-  }
+  for (Lane* lane : lanes) tasks.emplace_back([lane] { runLane(*lane); });
   if (!FiberScheduler::runAll(tasks)) return ncclSystemError;
   return ncclSuccess;
 }

@@ -18,6 +18,6 @@ struct Lane {
 // Runs every lane to completion (or until its communicator fails). Each lane's
 // failure lands in its ExecContext. Returns ncclSystemError only if the lanes could
 // not be started at all.
-ncclResult_t runLanes(std::vector<Lane>& lanes);
+ncclResult_t runLanes(const std::vector<Lane*>& lanes);
 
 }  // namespace chorus

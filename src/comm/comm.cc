@@ -7,8 +7,9 @@
 #include <unordered_set>
 
 #include "core/env.h"
+#include "enqueue/plan.h"
 
-ncclComm::ncclComm() { chorus::registerComm(this); }
+ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::registerComm(this); }
 
 ncclComm::~ncclComm() {
   worker.reset();  // joins: no job may run while the connections go away

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "common/work.h"
 #include "comm/async_worker.h"
 #include "comm/trees.h"
+#include "common/work.h"
 #include "cpu/cpu_exec.h"
 #include "enqueue/op.h"
 #include "nccl.h"
@@ -20,6 +20,8 @@
 #include "tune/tuner.h"
 
 namespace chorus {
+
+struct PlanLanes;  // enqueue/plan.h
 
 // One direction of a connection with its backing resource.
 struct Connection {
@@ -89,7 +91,8 @@ struct ncclComm {
 
   std::unique_ptr<chorus::Tuner> tuner;  // picks algorithm and protocol per call
 
-  std::vector<chorus::CollOp> pending;  // enqueued inside a group, run at ncclGroupEnd
+  std::vector<chorus::CollOp> pending;      // enqueued inside a group, run at ncclGroupEnd
+  std::unique_ptr<chorus::PlanLanes> plan;  // the lanes of the latest call, reused
   std::vector<chorus::UserRedOp> userOps;
 
   std::mutex regMutex;

@@ -14,12 +14,18 @@ struct PeerNeeds {
   std::set<int> sendTo;
 };
 
+bool needsConnection(const ncclComm* comm, const CollOp& op) {
+  if (op.root == comm->rank) return false;  // to self: a local copy, no connection
+  if (op.kind == WorkKind::Recv) return !comm->p2pRecv[op.root].connected();
+  if (op.kind == WorkKind::Send) return !comm->p2pSend[op.root].connected();
+  return false;
+}
+
 PeerNeeds unconnectedPeers(const ncclComm* comm) {
   PeerNeeds needs;
   for (const CollOp& op : comm->pending) {
-    if (op.root == comm->rank) continue;  // to self: a local copy, no connection
-    if (op.kind == WorkKind::Recv && !comm->p2pRecv[op.root].connected()) needs.recvFrom.insert(op.root);
-    if (op.kind == WorkKind::Send && !comm->p2pSend[op.root].connected()) needs.sendTo.insert(op.root);
+    if (!needsConnection(comm, op)) continue;
+    (op.kind == WorkKind::Recv ? needs.recvFrom : needs.sendTo).insert(op.root);
   }
   return needs;
 }
@@ -27,13 +33,12 @@ PeerNeeds unconnectedPeers(const ncclComm* comm) {
 }  // namespace
 
 ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
-  std::vector<PeerNeeds> needs;
   bool any = false;
-  for (ncclComm* comm : comms) {
-    needs.push_back(unconnectedPeers(comm));
-    any = any || !needs.back().recvFrom.empty() || !needs.back().sendTo.empty();
-  }
+  for (const ncclComm* comm : comms)
+    for (const CollOp& op : comm->pending) any = any || needsConnection(comm, op);
   if (!any) return ncclSuccess;  // the usual case: every peer of these calls is connected
+  std::vector<PeerNeeds> needs;
+  for (ncclComm* comm : comms) needs.push_back(unconnectedPeers(comm));
   // Phase 1: every receiver of every communicator, handles sent upstream.
   for (size_t i = 0; i < comms.size(); ++i) {
     ncclComm* comm = comms[i];

@@ -124,12 +124,17 @@ ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t d
   return ncclSuccess;
 }
 
-ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vector<Lane>* lanes) {
+ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vector<Lane*>* lanes) {
+  PlanLanes& plan = *comm->plan;
   const int nChannels = static_cast<int>(comm->channels.size());
-  std::vector<Lane> channelLanes(nChannels, Lane{&comm->view, &comm->exec, {}});
-  std::map<int, Lane> sendLanes, recvLanes;
-  std::vector<const CollOp*> selfSends, selfRecvs;  // matched in order
-  Lane selfLane{&comm->view, &comm->exec, {}};
+  const Lane empty{&comm->view, &comm->exec, {}};
+  plan.channels.resize(nChannels, empty);
+  for (Lane& lane : plan.channels) lane.items.clear();
+  for (auto& [peer, lane] : plan.sends) lane.items.clear();
+  for (auto& [peer, lane] : plan.recvs) lane.items.clear();
+  plan.selfCopy = empty;  // keeps the items' storage
+  plan.selfSends.clear();
+  plan.selfRecvs.clear();
 
   for (const CollOp& op : ops) {
     RedOpArgs red;
@@ -139,44 +144,46 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     const TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op));
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
       if (op.root == comm->rank) {
-        (op.kind == WorkKind::Send ? selfSends : selfRecvs).push_back(&op);
+        (op.kind == WorkKind::Send ? plan.selfSends : plan.selfRecvs).push_back(&op);
         continue;
       }
-      auto& byPeer = op.kind == WorkKind::Send ? sendLanes : recvLanes;
-      auto it = byPeer.try_emplace(op.root, Lane{&comm->view, &comm->exec, {}}).first;
-      it->second.items.push_back(makeItem(op, red, how, 0, ChannelRange{0, op.count}));
+      auto& byPeer = op.kind == WorkKind::Send ? plan.sends : plan.recvs;
+      Lane& lane = byPeer.try_emplace(op.root, empty).first->second;
+      lane.items.push_back(makeItem(op, red, how, 0, ChannelRange{0, op.count}));
       continue;
     }
     for (int c = 0; c < nChannels; ++c) {
       ChannelRange share = channelShare(op.count, c, nChannels);
       if (share.count == 0 && c > 0) continue;  // channel 0 still runs an empty call (keeps ranks in step)
-      channelLanes[c].items.push_back(makeItem(op, red, how, c, share));
+      plan.channels[c].items.push_back(makeItem(op, red, how, c, share));
     }
   }
 
-  if (selfSends.size() != selfRecvs.size()) {
-    WARN("Rank %d: %zu sends to self but %zu receives from self in one group", comm->rank, selfSends.size(),
-         selfRecvs.size());
+  if (plan.selfSends.size() != plan.selfRecvs.size()) {
+    WARN("Rank %d: %zu sends to self but %zu receives from self in one group", comm->rank, plan.selfSends.size(),
+         plan.selfRecvs.size());
     return ncclInvalidUsage;
   }
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    const CollOp& s = *selfSends[i];
-    const CollOp& r = *selfRecvs[i];
+  for (size_t i = 0; i < plan.selfSends.size(); ++i) {
+    const CollOp& s = *plan.selfSends[i];
+    const CollOp& r = *plan.selfRecvs[i];
     if (s.count * typeSize(s.dtype) != r.count * typeSize(r.dtype)) {
       WARN("Rank %d: send to self of %zu bytes matched with a receive of %zu bytes", comm->rank,
            s.count * typeSize(s.dtype), r.count * typeSize(r.dtype));
       return ncclInvalidUsage;
     }
     CollOp copy{WorkKind::LocalCopy, s.sendbuff, r.recvbuff, s.count, s.dtype, ncclSum, comm->rank};
-    selfLane.items.push_back(
+    plan.selfCopy.items.push_back(
         makeItem(copy, RedOpArgs{}, TuneChoice{Algorithm::Ring, Protocol::Simple, 0}, 0, ChannelRange{0, s.count}));
   }
 
-  for (Lane& lane : channelLanes)
-    if (!lane.items.empty()) lanes->push_back(std::move(lane));
-  for (auto& [peer, lane] : sendLanes) lanes->push_back(std::move(lane));
-  for (auto& [peer, lane] : recvLanes) lanes->push_back(std::move(lane));
-  if (!selfLane.items.empty()) lanes->push_back(std::move(selfLane));
+  for (Lane& lane : plan.channels)
+    if (!lane.items.empty()) lanes->push_back(&lane);
+  for (auto& [peer, lane] : plan.sends)
+    if (!lane.items.empty()) lanes->push_back(&lane);
+  for (auto& [peer, lane] : plan.recvs)
+    if (!lane.items.empty()) lanes->push_back(&lane);
+  if (!plan.selfCopy.items.empty()) lanes->push_back(&plan.selfCopy);
   return ncclSuccess;
 }
 

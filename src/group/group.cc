@@ -20,6 +20,9 @@ struct GroupState {
   ncclResult_t error = ncclSuccess;
   std::vector<ncclComm*> comms;  // with pending ops, in first-use order
   std::vector<InitJob> inits;
+  // Scratch of launchGroup and runBlocking, kept so that a warm call allocates nothing.
+  std::vector<ncclComm*> blocking;
+  std::vector<Lane*> lanes;
 };
 thread_local GroupState tGroup;
 
@@ -27,7 +30,8 @@ thread_local GroupState tGroup;
 ncclResult_t runBlocking(const std::vector<ncclComm*>& comms) {
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
   ncclResult_t result = connectPendingPeers(comms);
-  std::vector<Lane> lanes;
+  std::vector<Lane*>& lanes = tGroup.lanes;
+  lanes.clear();
   for (ncclComm* comm : comms) {
     if (result == ncclSuccess) result = buildLanes(comm, comm->pending, &lanes);
     comm->pending.clear();
@@ -73,7 +77,8 @@ ncclResult_t launchGroup(GroupState& g) {
     if (r != ncclSuccess && result == ncclSuccess) result = r;
   g.inits.clear();
 
-  std::vector<ncclComm*> blocking;
+  std::vector<ncclComm*>& blocking = g.blocking;
+  blocking.clear();
   for (ncclComm* comm : g.comms) {
     if (comm->pending.empty()) continue;
     if (comm->config.blocking) {
@@ -132,9 +137,10 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
     return ncclInvalidArgument;
   }
   if (info->magic != 0x74685283u || info->size < sizeof(ncclSimInfo_t)) {
-    WARN("ncclGroupSimulateEnd: invalid argument: simInfo magic 0x%x size %zu (initialize it with "
-         "NCCL_SIM_INFO_INITIALIZER)",
-         info->magic, info->size);
+    WARN(
+        "ncclGroupSimulateEnd: invalid argument: simInfo magic 0x%x size %zu (initialize it with "
+        "NCCL_SIM_INFO_INITIALIZER)",
+        info->magic, info->size);
     return ncclInvalidArgument;
   }
   if (g.depth != 1) {
@@ -171,12 +177,13 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
   GroupState& g = tGroup;
   const int async = comm->asyncResult.load();
   if (async != ncclSuccess && async != ncclInProgress) {
-    WARN("Communicator %p (rank %d) has failed earlier (%s); abort or destroy it", static_cast<void*>(comm),
-         comm->rank, ncclGetErrorString(static_cast<ncclResult_t>(async)));
+    WARN("Communicator %p (rank %d) has failed earlier (%s); abort or destroy it", static_cast<void*>(comm), comm->rank,
+         ncclGetErrorString(static_cast<ncclResult_t>(async)));
     groupRecordError(static_cast<ncclResult_t>(async));
     return static_cast<ncclResult_t>(async);
   }
-  if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end()) g.comms.push_back(comm);
+  if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
+    g.comms.push_back(comm);
   comm->pending.push_back(op);
   if (g.depth > 0) return ncclSuccess;
   return launchGroup(g);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "common/ring_algorithms.h"  // kPairAllReduceMaxBytes
 #include "core/debug.h"
 #include "core/env.h"
 #include "tune/setting_list.h"
@@ -51,7 +52,7 @@ struct CostShape {
 
 int ceilLog2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
 
-CostShape shapeOf(CollKind coll, Algorithm algo, int n) {
+CostShape shapeOf(CollKind coll, Algorithm algo, int n, size_t bytes) {
   if (coll == CollKind::SendRecv) return {1, 1, 0};
   if (n == 1) return {0, 1, 0};
   const double steps = n - 1;
@@ -61,6 +62,7 @@ CostShape shapeOf(CollKind coll, Algorithm algo, int n) {
         const int depth = ceilLog2(n);
         return {2.0 * depth, 2.0, 2.0 * (depth - 1)};
       }
+      if (n == 2 && bytes <= kPairAllReduceMaxBytes) return {1, 1, 0};  // pairAllReduce
       return {2 * steps, 2 * steps / n, 0};
     case CollKind::ReduceScatter:
     case CollKind::AllGather:
@@ -195,7 +197,7 @@ double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol p
   if (!algoValid(coll, algo)) return kInfinity;
   const int a = static_cast<int>(algo);
   const int p = static_cast<int>(proto);
-  const CostShape shape = shapeOf(coll, algo, topo_.nranks);
+  const CostShape shape = shapeOf(coll, algo, topo_.nranks, bytes);
 
   const double channelBw = topo_.busBwGBs * kBytesPerUsPerGBs * constants_.bandwidthFactor[p];
   double callBw = channelBw * topo_.nChannels;
@@ -228,7 +230,9 @@ TuneChoice Tuner::cheapest(CollKind coll, size_t bytes) const {
 }
 
 TuneChoice Tuner::choose(CollKind coll, size_t bytes) const {
-  const TuneChoice choice = cheapest(coll, bytes);
+  LastChoice& last = lastChoice_[static_cast<int>(coll)];
+  if (last.bytes != bytes) last = {bytes, cheapest(coll, bytes)};
+  const TuneChoice choice = last.choice;
   if (logEnabled(LogLevel::Info, kSubsysTuning)) logChoice(coll, bytes, choice);
   return choice;
 }

@@ -15,6 +15,7 @@
 //
 //   collective, algorithm   hops            linkBytesPerByte   fillHops
 //   AllReduce, Ring         2(n-1)          2(n-1)/n           0
+//     n == 2, <= 2 KiB      1               1                  0   (pairAllReduce)
 //   AllReduce, Tree         2·ceil(log2 n)  2                  2(ceil(log2 n) - 1)
 //   ReduceScatter, Ring     n-1             (n-1)/n            0
 //   AllGather, Ring         n-1             (n-1)/n            0
@@ -102,7 +103,10 @@ class Tuner {
 
   const TuneTopology& topology() const { return topo_; }
   const TuneConstants& constants() const { return constants_; }
-  void setConstants(const TuneConstants& constants) { constants_ = constants; }
+  void setConstants(const TuneConstants& constants) {
+    constants_ = constants;
+    for (auto& last : lastChoice_) last.bytes = kNoBytes;
+  }
 
  private:
   TuneChoice cheapest(CollKind coll, size_t bytes) const;
@@ -113,6 +117,14 @@ class Tuner {
   uint32_t algoMask_ = 0;
   uint32_t protoMask_ = 0;
   uint32_t candidateAlgos_[kNumCollKinds] = {};
+  // The latest choice per collective: loops repeat sizes, and estimating every pair costs
+  // a fair part of a small call. (A communicator is used by one thread at a time.)
+  static constexpr size_t kNoBytes = SIZE_MAX;
+  struct LastChoice {
+    size_t bytes = kNoBytes;
+    TuneChoice choice{};
+  };
+  mutable LastChoice lastChoice_[kNumCollKinds];
 };
 
 // One call of a group, for ncclGroupSimulateEnd.
