@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ring_algorithms.h"
 #include "core/debug.h"
 #include "tune/setting_list.h"
 
@@ -259,6 +260,25 @@ TEST(TunerChoice, TreeForSmallAllReduceAtScaleRingForLarge) {
   EXPECT_EQ(pair.choose(CollKind::AllReduce, 8).algo, Algorithm::Ring);
 }
 
+// Two ranks exchange small AllReduce calls in one hop (pairAllReduce); above the pair's
+// limit the ring's two hops come back, so the estimate steps up by one hop there.
+TEST(TunerModel, TwoRankSmallAllReduceTakesOneHop) {
+  const Tuner two(topoOf(2), "", "");
+  const TuneConstants& k = two.constants();
+  for (Protocol p : kProtos) {
+    const int i = static_cast<int>(p);
+    const double hop = two.topology().hopLatencyUs * k.hopLatencyFactor[i];
+    const double below = two.estimateUs(CollKind::AllReduce, kPairAllReduceMaxBytes, Algorithm::Ring, p);
+    const double above = two.estimateUs(CollKind::AllReduce, kPairAllReduceMaxBytes + 1, Algorithm::Ring, p);
+    EXPECT_NEAR(below,
+                k.baseLatencyUs[static_cast<int>(Algorithm::Ring)][i] + hop +
+                    kPairAllReduceMaxBytes / (two.topology().busBwGBs * 1e3 * k.bandwidthFactor[i]),
+                1e-9)
+        << protocolName(p);
+    EXPECT_GE(above - below, hop * 0.999) << protocolName(p);
+  }
+}
+
 // Equal estimates: Simple over LL128 over LL, Ring over Tree.
 TEST(TunerChoice, TiesPreferSimpleThenRing) {
   TuneConstants uniform;
@@ -269,13 +289,13 @@ TEST(TunerChoice, TiesPreferSimpleThenRing) {
     uniform.bandwidthFactor[p] = 1.0;
     uniform.pipelineGrainBytes[p] = 4096;
   }
-  const Tuner all(topoOf(2), "", "", uniform);
+  const Tuner all(topoOf(3), "", "", uniform);  // 3 ranks: ring and tree both take 4 hops
   ASSERT_EQ(all.estimateUs(CollKind::AllReduce, 0, Algorithm::Tree, Protocol::LL),
             all.estimateUs(CollKind::AllReduce, 0, Algorithm::Ring, Protocol::Simple));
   TuneChoice c = all.choose(CollKind::AllReduce, 0);
   EXPECT_EQ(c.algo, Algorithm::Ring);
   EXPECT_EQ(c.proto, Protocol::Simple);
-  c = Tuner(topoOf(2), "", "^Simple", uniform).choose(CollKind::AllReduce, 0);
+  c = Tuner(topoOf(3), "", "^Simple", uniform).choose(CollKind::AllReduce, 0);
   EXPECT_EQ(c.algo, Algorithm::Ring);
   EXPECT_EQ(c.proto, Protocol::LL128);
   c = Tuner(topoOf(2), "", "LL", uniform).choose(CollKind::Broadcast, 12345);
