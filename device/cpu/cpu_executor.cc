@@ -23,13 +23,13 @@ void runWorkItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const Wo
 
 void runLane(Lane& lane) {
   CpuExec exec(*lane.ctx);
-  const int savedRank = logRank();
-  setLogRank(lane.comm->rank);
+  const int savedRank = logRank();  // WARN lines name the lane's rank
+  if (savedRank != lane.comm->rank) setLogRank(lane.comm->rank);
   for (const WorkItem& w : lane.items) {
     if (lane.ctx->failed()) break;
     runWorkItem(exec, *lane.ctx, *lane.comm, w);
   }
-  setLogRank(savedRank);
+  if (savedRank != lane.comm->rank) setLogRank(savedRank);
 }
 
 }  // namespace

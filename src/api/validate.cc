@@ -46,8 +46,9 @@ ncclResult_t checkRank(int value, int nranks, const char* arg, const char* func)
 }
 
 ncclResult_t checkCount(size_t count, ncclDataType_t dtype, size_t factor, const char* func) {
-  const size_t limit = static_cast<size_t>(INT64_MAX) / typeSize(dtype) / factor;
-  if (count > limit) {
+  size_t bytes = 0;  // the limit's divisions only on the error path: this runs on every call
+  if (__builtin_mul_overflow(count, typeSize(dtype) * factor, &bytes) || bytes > static_cast<size_t>(INT64_MAX)) {
+    const size_t limit = static_cast<size_t>(INT64_MAX) / typeSize(dtype) / factor;
     WARN("%s: invalid argument: count %zu of %s overflows the addressable size (at most %zu elements here)", func,
          count, typeName(dtype), limit);
     return ncclInvalidArgument;

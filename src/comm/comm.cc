@@ -58,6 +58,7 @@ namespace chorus {
 namespace {
 
 std::mutex gRegistryMutex;
+std::atomic<const ncclComm*> gLastLive{nullptr};  // the latest communicator found live; cleared on its removal
 std::unordered_set<const ncclComm*>& registry() {
   static std::unordered_set<const ncclComm*> live;
   return live;
@@ -81,11 +82,17 @@ void registerComm(ncclComm* comm) {
 void unregisterComm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(gRegistryMutex);
   registry().erase(comm);
+  const ncclComm* removed = comm;
+  gLastLive.compare_exchange_strong(removed, nullptr);
 }
 
 bool isLiveComm(const ncclComm* comm) {
+  // Every call checks its communicator; a loop over one communicator skips the lock.
+  if (comm != nullptr && comm == gLastLive.load(std::memory_order_acquire)) return true;
   std::lock_guard<std::mutex> lock(gRegistryMutex);
-  return registry().count(comm) != 0 && comm->magic == ncclComm::kMagic;
+  const bool live = registry().count(comm) != 0 && comm->magic == ncclComm::kMagic;
+  if (live) gLastLive.store(comm, std::memory_order_release);
+  return live;
 }
 
 uint64_t localHostHash() {

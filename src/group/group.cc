@@ -26,11 +26,15 @@ struct GroupState {
 };
 thread_local GroupState tGroup;
 
+// This thread's group state, looked up once per API call: behind an opaque call, GCC
+// otherwise recomputes the thread-local address (__tls_get_addr) at every use.
+[[gnu::noinline]] GroupState& currentGroup() { return tGroup; }
+
 // Runs the pending ops of blocking communicators on this thread, all lanes together.
-ncclResult_t runBlocking(const std::vector<ncclComm*>& comms) {
+ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
   ncclResult_t result = connectPendingPeers(comms);
-  std::vector<Lane*>& lanes = tGroup.lanes;
+  std::vector<Lane*>& lanes = g.lanes;
   lanes.clear();
   for (ncclComm* comm : comms) {
     if (result == ncclSuccess) result = buildLanes(comm, comm->pending, &lanes);
@@ -50,7 +54,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms) {
 
 ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops) {
   comm->pending = std::move(ops);
-  return runBlocking({comm});
+  return runBlocking({comm}, currentGroup());
 }
 
 ncclResult_t launchGroup(GroupState& g) {
@@ -92,7 +96,7 @@ ncclResult_t launchGroup(GroupState& g) {
   }
   g.comms.clear();
   if (!blocking.empty()) {
-    ncclResult_t r = runBlocking(blocking);
+    ncclResult_t r = runBlocking(blocking, g);
     if (result == ncclSuccess) result = r;
   }
   if (result == ncclSuccess && inProgress) result = ncclInProgress;
@@ -109,12 +113,12 @@ void dropPending(GroupState& g) {
 }  // namespace
 
 ncclResult_t groupStart() {
-  ++tGroup.depth;
+  ++currentGroup().depth;
   return ncclSuccess;
 }
 
 ncclResult_t groupEnd() {
-  GroupState& g = tGroup;
+  GroupState& g = currentGroup();
   if (g.depth == 0) {
     WARN("ncclGroupEnd: not in a group (ncclGroupEnd without ncclGroupStart)");
     return ncclInvalidUsage;
@@ -131,7 +135,7 @@ ncclResult_t groupEnd() {
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
-  GroupState& g = tGroup;
+  GroupState& g = currentGroup();
   if (info == nullptr) {
     WARN("ncclGroupSimulateEnd: invalid argument: simInfo is NULL");
     return ncclInvalidArgument;
@@ -170,11 +174,12 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
 }
 
 void groupRecordError(ncclResult_t result) {
-  if (tGroup.depth > 0 && tGroup.error == ncclSuccess) tGroup.error = result;
+  GroupState& g = currentGroup();
+  if (g.depth > 0 && g.error == ncclSuccess) g.error = result;
 }
 
 ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
-  GroupState& g = tGroup;
+  GroupState& g = currentGroup();
   const int async = comm->asyncResult.load();
   if (async != ncclSuccess && async != ncclInProgress) {
     WARN("Communicator %p (rank %d) has failed earlier (%s); abort or destroy it", static_cast<void*>(comm), comm->rank,
@@ -190,7 +195,7 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
 }
 
 ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init) {
-  GroupState& g = tGroup;
+  GroupState& g = currentGroup();
   if (g.depth > 0) {
     comm->asyncResult.store(ncclInProgress);
     g.inits.push_back(InitJob{comm, std::move(init)});
