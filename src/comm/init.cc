@@ -17,10 +17,12 @@ namespace {
 // Tags of bootstrap messages exchanged while connecting.
 constexpr int kChannelTagBase = 0x1000;
 constexpr int kMaxChannels = 32;
-// Link figures of the CPU transports for the tuning model: first estimates, not yet
-// calibrated (src/tune/tune_constants.h says how).
+// Link figures of the CPU transports for the tuning model (src/tune/tune_constants.h says
+// how they are calibrated). SHM: measured on 2 cores (BENCHMARKS.md): ~0.1 us per hand-off,
+// 4 to 7 GB/s busbw for a large Simple ring. P2P (ranks of one process, often one thread
+// driving several): not calibrated; a hand-off may wait for another fiber's turn.
 constexpr double kShmBusBwGBs = 4.0;
-constexpr double kShmHopLatencyUs = 1.0;
+constexpr double kShmHopLatencyUs = 0.1;
 constexpr double kP2pBusBwGBs = 4.0;
 constexpr double kP2pHopLatencyUs = 2.0;
 

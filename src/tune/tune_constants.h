@@ -23,25 +23,30 @@
 
 namespace chorus {
 
+// Calibrated on the CPU executor (2 cores, ranks as processes over shared memory;
+// BENCHMARKS.md, "Protocols"): there, Simple is the fastest protocol at every size. A
+// hand-off is a cache-line transfer either way, and LL's per-line flags double the bytes
+// and the work per byte instead of saving a round trip, so LL and LL128 pay more per hop
+// and per byte than Simple. (On a GPU, NCCL's LL hop is a fraction of Simple's; a GPU
+// executor needs its own calibration, with the same model.)
 struct TuneConstants {
-  // Fixed cost of one call (enqueue, waking the channel threads, completion), independent
-  // of size and rank count. [algorithm][protocol]. The tree's row is higher: it sets up two
-  // trees and two passes. LL128's and Simple's exceed LL's: an extra flush and a larger
-  // first step.
+  // Fixed cost of one call (validation, planning, completion), independent of size and
+  // rank count: about 0.15 us for an 8-byte call on one rank. [algorithm][protocol]. The
+  // tree's row is higher: it runs two passes.
   double baseLatencyUs[2][3] = {
-      {5.0, 6.0, 6.0},  // Tree: LL, LL128, Simple
-      {4.0, 5.0, 5.0},  // Ring: LL, LL128, Simple
+      {0.17, 0.17, 0.17},  // Tree: LL, LL128, Simple
+      {0.12, 0.12, 0.12},  // Ring: LL, LL128, Simple
   };
 
-  // One step's hand-off over one hop, relative to TuneTopology::hopLatencyUs (Simple's
-  // tail/head round trip). LL and LL128 carry the flag in the data, so a receiver sees the
-  // data as soon as it lands instead of after a separate tail store and its fence.
-  double hopLatencyFactor[3] = {0.3, 0.5, 1.0};
+  // One step's hand-off over one hop, relative to TuneTopology::hopLatencyUs (Simple's).
+  // Measured: an 8-byte two-rank AllReduce (one hop) takes 0.22 us with Simple and 0.25 us
+  // with LL or LL128.
+  double hopLatencyFactor[3] = {1.3, 1.3, 1.0};
 
-  // Sustained bandwidth relative to Simple's. LL moves 8 B of data per 16 B line and, on
-  // the CPU, as 8-byte polled stores: about a third of Simple's copy bandwidth. LL128 gives
-  // up 8 B of every 128 B line to the flag.
-  double bandwidthFactor[3] = {0.35, 120.0 / 128.0, 1.0};
+  // Sustained bandwidth relative to Simple's. LL moves 8 B of data per 16 B line as
+  // polled 8-byte words: about a third of Simple's copy bandwidth. LL128 measured 0.75 to
+  // 0.8 of Simple's at 32 KiB to 128 KiB (its 120-of-128-byte lines and per-line checks).
+  double bandwidthFactor[3] = {0.35, 0.8, 1.0};
 
   // Tree AllReduce keeps slightly less of the link bandwidth than a ring (NCCL uses 0.92):
   // interior ranks serve two children, which the ring's steady one-in-one-out never does.
