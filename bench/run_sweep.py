@@ -326,6 +326,20 @@ def build(args):
     return commands
 
 
+BEGIN_MARK = "<!-- run_sweep.py report: begin -->"
+END_MARK = "<!-- run_sweep.py report: end -->"
+
+
+def write_report(path, text):
+    """Writes `text` to `path`, or between the markers when the file has them (the rest stays)."""
+    old = open(path).read() if os.path.exists(path) else ""
+    begin, end = old.find(BEGIN_MARK), old.find(END_MARK)
+    if 0 <= begin < end:
+        text = old[:begin + len(BEGIN_MARK)] + "\n" + text.strip() + "\n" + old[end:]
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(REPO, "build"), help="Chorus build directory")
@@ -344,7 +358,8 @@ def main():
                         help="columns to run (default: all)")
     parser.add_argument("--bind-to", default="none", help="mpirun --bind-to for every run (default none)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per program run (default 900)")
-    parser.add_argument("--out", help="write the Markdown report here instead of stdout")
+    parser.add_argument("--out", help="write the Markdown report here instead of stdout; in a file with the "
+                        f"markers {BEGIN_MARK} ... {END_MARK} (BENCHMARKS.md), replace only what is between them")
     args = parser.parse_args()
     if args.factor < 2 or args.iters < 1 or args.warmup < 0 or args.repeats < 1 or min(args.ranks) < 2:
         parser.error("need --factor >= 2, --iters >= 1, --warmup >= 0, --repeats >= 1, --ranks >= 2")
@@ -360,8 +375,7 @@ def main():
     results = run_all(args, peers)
     text = report(args, results, build_commands, (before, load_average()))
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        write_report(args.out, text)
         print(f"report written to {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
