@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "size_arg.h"
+
 namespace bench {
 
 struct PeerOptions {
@@ -29,37 +31,7 @@ struct PeerOptions {
   std::string store;  // -s: rendezvous directory (gloo_allreduce only)
 };
 
-// "64", "4K", "32M", "1G" (nccl-tests' suffixes, powers of 1024).
-inline bool parseSize(const char* text, size_t* bytes) {
-  char* end = nullptr;
-  errno = 0;
-  double value = std::strtod(text, &end);
-  if (errno != 0 || end == text || value < 0) return false;
-  double unit = 1;
-  switch (*end) {
-    case 'G':
-    case 'g':
-      unit = 1024.0 * 1024 * 1024;
-      ++end;
-      break;
-    case 'M':
-    case 'm':
-      unit = 1024.0 * 1024;
-      ++end;
-      break;
-    case 'K':
-    case 'k':
-      unit = 1024.0;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0') return false;
-  *bytes = static_cast<size_t>(value * unit);
-  return true;
-}
+using chorus::perf::parseSize;  // tools/perf/size_arg.h
 
 inline bool parseCount(const char* text, int lowest, int* value) {
   char* end = nullptr;

@@ -46,37 +46,6 @@ bool parseInt(const char* text, int minValue, int* value) {
 
 }  // namespace
 
-bool parseSize(const char* text, size_t* bytes) {
-  char* end = nullptr;
-  errno = 0;
-  double value = std::strtod(text, &end);
-  if (errno != 0 || end == text || value < 0) return false;
-  double unit = 1;
-  switch (*end) {
-    case 'G':
-    case 'g':
-      unit = 1024.0 * 1024 * 1024;
-      ++end;
-      break;
-    case 'M':
-    case 'm':
-      unit = 1024.0 * 1024;
-      ++end;
-      break;
-    case 'K':
-    case 'k':
-      unit = 1024.0;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end != '\0') return false;
-  *bytes = static_cast<size_t>(value * unit);
-  return true;
-}
-
 int parsePerfOptions(int argc, char** argv, PerfOptions* o) {
   static const option kLongOptions[] = {{"nthreads", required_argument, nullptr, 't'},
                                         {"ngpus", required_argument, nullptr, 'g'},

@@ -7,6 +7,7 @@
 
 #include "nccl.h"
 #include "perf_data.h"
+#include "size_arg.h"  // parseSize
 
 namespace chorus::perf {
 
@@ -39,8 +40,5 @@ int parsePerfOptions(int argc, char** argv, PerfOptions* options);
 
 // The sizes of the sweep, in bytes.
 std::vector<size_t> sweepSizes(const PerfOptions& options);
-
-// "32M" → 33554432; K, M, G are powers of 1024 as in nccl-tests. Returns false on junk.
-bool parseSize(const char* text, size_t* bytes);
 
 }  // namespace chorus::perf
