@@ -1,0 +1,38 @@
+// The sender's half of connection setup for the socket net: one control and N data
+// sockets connect in the background and each sends a hello naming the connection, so
+// the listener can group sockets that arrive in any order, from any process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "bootstrap/socket.h"
+#include "nccl.h"
+#include "net/tcp_stream.h"
+
+namespace chorus {
+
+// The sender's connection while its sockets connect and introduce themselves.
+class PendingConnect {
+ public:
+  PendingConnect(const SocketAddress& address, uint32_t dataSockets);
+
+  ncclResult_t start();
+  // True once every socket is connected and has sent its hello.
+  ncclResult_t progress(bool* ready);
+  // The streams, control first; call once progress() said ready.
+  std::vector<TcpStream> takeStreams();
+
+ private:
+  struct ConnectingSocket {
+    SocketAddress peer;
+    TcpStream stream;
+    size_t helloSent = 0;
+  };
+  std::vector<ConnectingSocket> sockets_;
+  uint64_t id_;
+  uint32_t dataSockets_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,84 @@
+// One side of a socket net connection: the per-connection data path. A message is a
+// header on the control stream, then the payload cut into one range per data stream
+// (see socket_net_wire::chunkRange). test() runs a non-blocking state machine over the
+// streams, because the socket net has no helper threads to wait on them.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "net/net.h"
+#include "net/socket_net.h"  // SocketNet::kMaxRequests, the pool size it promises callers
+#include "net/socket_net_wire.h"
+#include "net/tcp_stream.h"
+
+namespace chorus {
+
+class SocketComm;
+
+// What isend/irecv hand out as a NetRequest: a slot of its comm's pool.
+struct SocketRequest {
+  enum class State : uint8_t { Free, Active, Complete };
+  SocketComm* comm = nullptr;
+  State state = State::Free;
+  char* data = nullptr;
+  size_t capacity = 0;  // receive: the posted size
+  size_t size = 0;      // send: the message; receive: from the header
+};
+
+// One side of a connection: the control stream, the data streams and the request pool.
+// Requests move through three cursors: headers (control) go first, then each data
+// stream carries its range of each message in order, then the oldest retires.
+class SocketComm {
+ public:
+  // `streams`: the control stream first, then the data streams in order.
+  SocketComm(bool sending, std::vector<TcpStream> streams);
+
+  bool sending() const { return magic_ == kSendMagic; }
+  // The magic tells a send comm from a receive comm behind an opaque pointer.
+  bool isKind(bool sending) const { return magic_ == (sending ? kSendMagic : kRecvMagic); }
+  std::string peerName() const { return control_.peerName(); }
+  size_t dataSockets() const { return data_.size(); }
+
+  // Takes a free request for `size` bytes at `data`; `*request` is null when the pool is full.
+  ncclResult_t post(char* data, size_t size, NetRequest** request);
+  // Progresses the comm; once `request` is complete sets `*done`, `*size` and frees it.
+  ncclResult_t test(SocketRequest* request, int* done, int* size);
+
+ private:
+  static constexpr uint32_t kSendMagic = 0x534e4453u;
+  static constexpr uint32_t kRecvMagic = 0x534e4452u;
+
+  struct DataStream {
+    TcpStream stream;
+    uint64_t seq = 0;  // the message this stream is on
+    size_t done = 0;   // bytes of its range moved
+  };
+
+  SocketRequest& requestAt(uint64_t seq) { return pool_[order_[seq % order_.size()]]; }
+
+  ncclResult_t progress();
+  ncclResult_t progressControl(bool* moved);
+  ncclResult_t acceptHeader(SocketRequest& request);
+  ncclResult_t progressData(uint32_t index, bool* moved);
+  void retire();
+  ncclResult_t peerClosed(const TcpStream& stream, const char* what);
+
+  uint32_t magic_;
+  ncclResult_t error_ = ncclSuccess;
+  TcpStream control_;
+  std::vector<DataStream> data_;
+  std::array<SocketRequest, SocketNet::kMaxRequests> pool_;
+  std::array<uint8_t, SocketNet::kMaxRequests> order_{};  // pool indices by sequence number
+  uint64_t headSeq_ = 0;                                  // oldest message not yet complete
+  uint64_t controlSeq_ = 0;                               // next header to send or receive
+  uint64_t tailSeq_ = 0;                                  // next message to post
+  socket_net_wire::Header header_{};
+  size_t headerDone_ = 0;
+};
+
+}  // namespace chorus

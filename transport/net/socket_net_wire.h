@@ -1,0 +1,60 @@
+// What the socket net puts on the wire, in host byte order (all ranks of a job share an
+// architecture). Kept apart from the Net so that the comm, the listener and tests (which
+// play misbehaving peers) share one definition of the format.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "net/net.h"
+
+namespace chorus::socket_net_wire {
+
+inline constexpr uint64_t kHandleMagic = 0x43484f5255534e48ull;  // "CHORUSNH"
+inline constexpr uint64_t kHelloMagic = 0x43484f5255534e43ull;   // "CHORUSNC"
+inline constexpr uint32_t kHeaderMagic = 0x4e4d5347u;            // "NMSG"
+inline constexpr uint32_t kMaxDataSockets = 64;
+inline constexpr size_t kMinChunkBytes = 64 << 10;
+
+// The listen handle. `connectId` is the sender's own progress (0 on the wire): connect()
+// stores the id of its pending connection there between calls.
+struct Handle {
+  uint64_t magic;
+  uint32_t dataSockets;
+  uint32_t addressLength;
+  uint8_t address[28];  // a sockaddr_in or sockaddr_in6
+  uint64_t connectId;
+};
+static_assert(sizeof(Handle) <= kNetHandleSize);
+
+// First bytes on every socket of a connection: which connection and which socket
+// (0: control, 1..dataSockets: data).
+struct Hello {
+  uint64_t magic;
+  uint64_t connectionId;
+  uint32_t index;
+  uint32_t dataSockets;
+};
+
+// On the control socket before each message.
+struct Header {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t size;
+};
+
+// The bytes [begin, end) of a `size`-byte message that data socket `socket` carries.
+struct ChunkRange {
+  size_t begin;
+  size_t end;
+};
+
+// Chunks of at least kMinChunkBytes, so that small messages use few sockets.
+inline ChunkRange chunkRange(size_t size, uint32_t socket, uint32_t dataSockets) {
+  size_t chunk = std::max(kMinChunkBytes, (size + dataSockets - 1) / dataSockets);
+  size_t begin = std::min(size, socket * chunk);
+  return {begin, std::min(size, begin + chunk)};
+}
+
+}  // namespace chorus::socket_net_wire

@@ -1,0 +1,119 @@
+#include "net/tcp_stream.h"
+
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/debug.h"
+
+namespace chorus {
+
+void TcpStream::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+ncclResult_t TcpStream::startConnect(const SocketAddress& address, TcpStream* out) {
+  TcpStream stream(::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), address);
+  if (!stream.valid()) {
+    WARN("NET/Socket: socket() for connecting to %s failed: %s", address.toString().c_str(), strerror(errno));
+    return ncclSystemError;
+  }
+  stream.setNoDelay();
+  int rc = ::connect(stream.fd_, address.sa(), address.length());
+  // Interrupted or not: a non-blocking connect goes on in the background.
+  if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
+    WARN("NET/Socket: connect() to %s failed: %s", address.toString().c_str(), strerror(errno));
+    return ncclSystemError;
+  }
+  stream.connected_ = rc == 0;
+  *out = std::move(stream);
+  return ncclSuccess;
+}
+
+ncclResult_t TcpStream::pollConnected(bool* connected) {
+  if (!connected_) {
+    pollfd pfd{fd_, POLLOUT, 0};
+    if (poll(&pfd, 1, 0) <= 0) {
+      *connected = false;
+      return ncclSuccess;
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) {
+      WARN("NET/Socket: connect() to %s failed: %s", peerName().c_str(), strerror(err));
+      return ncclSystemError;
+    }
+    connected_ = true;
+  }
+  *connected = true;
+  return ncclSuccess;
+}
+
+ncclResult_t TcpStream::tryAccept(const Socket& listener, TcpStream* out) {
+  for (;;) {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    int fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      SocketAddress address;
+      address.assign(reinterpret_cast<sockaddr*>(&peer), len);
+      *out = TcpStream(fd, address);
+      out->connected_ = true;
+      out->setNoDelay();
+      return ncclSuccess;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+    WARN("NET/Socket: accept() on %s failed: %s", listener.address().toString().c_str(), strerror(errno));
+    return ncclSystemError;
+  }
+}
+
+ncclResult_t TcpStream::sendSome(const void* data, size_t size, size_t* sent) {
+  *sent = 0;
+  while (*sent < size) {
+    ssize_t n = ::send(fd_, static_cast<const char*>(data) + *sent, size - *sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      *sent += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+      int err = errno;
+      WARN("NET/Socket: send() to %s failed: %s", peerName().c_str(), strerror(err));
+      return err == EPIPE || err == ECONNRESET ? ncclRemoteError : ncclSystemError;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t TcpStream::recvSome(void* data, size_t size, size_t* received, bool* closed) {
+  *received = 0;
+  *closed = false;
+  while (*received < size) {
+    ssize_t n = ::recv(fd_, static_cast<char*>(data) + *received, size - *received, 0);
+    if (n > 0) {
+      *received += static_cast<size_t>(n);
+    } else if (n == 0 || errno == ECONNRESET) {
+      *closed = true;
+      return ncclSuccess;
+    } else if (errno != EINTR) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+      WARN("NET/Socket: recv() from %s failed: %s", peerName().c_str(), strerror(errno));
+      return ncclSystemError;
+    }
+  }
+  return ncclSuccess;
+}
+
+// Messages are latency-bound headers followed by payload chunks: do not let Nagle hold them.
+void TcpStream::setNoDelay() {
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace chorus

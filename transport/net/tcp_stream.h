@@ -1,0 +1,57 @@
+// A non-blocking TCP stream for the socket net: connect, accept and partial send/recv
+// that never wait, because the socket net has no helper threads and only moves what the
+// kernel takes or holds at each test().
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "bootstrap/socket.h"
+#include "nccl.h"
+
+namespace chorus {
+
+// A connected (or connecting) non-blocking TCP socket that owns its fd.
+class TcpStream {
+ public:
+  TcpStream() = default;
+  ~TcpStream() { close(); }
+  TcpStream(TcpStream&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), peer_(other.peer_), connected_(other.connected_) {}
+  TcpStream& operator=(TcpStream&& other) noexcept {
+    if (this != &other) {
+      close();
+      fd_ = std::exchange(other.fd_, -1);
+      peer_ = other.peer_;
+      connected_ = other.connected_;
+    }
+    return *this;
+  }
+
+  bool valid() const { return fd_ >= 0; }
+  std::string peerName() const { return peer_.toString(); }
+  void close();
+
+  // Starts connecting to `address` without waiting; pollConnected() says when it is done.
+  static ncclResult_t startConnect(const SocketAddress& address, TcpStream* out);
+  ncclResult_t pollConnected(bool* connected);
+
+  // Takes one queued connection off `listener`; `*out` stays invalid when there is none.
+  static ncclResult_t tryAccept(const Socket& listener, TcpStream* out);
+
+  // Move what the kernel takes or holds right now. A peer that closed the connection
+  // sets `*closed` (receive) or fails with ncclRemoteError (send).
+  ncclResult_t sendSome(const void* data, size_t size, size_t* sent);
+  ncclResult_t recvSome(void* data, size_t size, size_t* received, bool* closed);
+
+ private:
+  TcpStream(int fd, const SocketAddress& peer) : fd_(fd), peer_(peer) {}
+  void setNoDelay();
+
+  int fd_ = -1;
+  SocketAddress peer_;
+  bool connected_ = false;
+};
+
+}  // namespace chorus
