@@ -1,0 +1,453 @@
+// Loading an external net plugin and driving its NCCL table as a chorus::Net.
+#include "net/net_plugin.h"
+
+#include <dlfcn.h>
+#include <strings.h>
+
+#include <climits>
+#include <cstdarg>
+#include <cstdio>
+#include <type_traits>
+#include <vector>
+
+#include "core/debug.h"
+
+namespace chorus {
+namespace {
+
+// NCCL's subsystem bits, where they differ from Chorus' (NVLS has no Chorus counterpart).
+uint64_t chorusSubsys(unsigned long ncclFlags) {
+  constexpr unsigned long kNcclKnownBits = (1ul << 14) - 1;
+  if ((ncclFlags & kNcclKnownBits) == kNcclKnownBits) return kSubsysAll;
+  uint64_t subsys = ncclFlags & ((1ul << 11) - 1);  // INIT .. PROXY: the same bits
+  if (ncclFlags & NCCL_NVLS) subsys |= kSubsysNet;
+  if (ncclFlags & NCCL_BOOTSTRAP) subsys |= kSubsysBootstrap;
+  if (ncclFlags & NCCL_REG) subsys |= kSubsysReg;
+  return subsys != 0 ? subsys : kSubsysNet;
+}
+
+// The ncclDebugLogger_t handed to the plugin: its lines go through Chorus' log.
+void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  if (level <= NCCL_LOG_NONE || level > NCCL_LOG_TRACE || fmt == nullptr) return;
+  auto logLevel = static_cast<LogLevel>(level);
+  uint64_t subsys = chorusSubsys(flags);
+  if (logLevel != LogLevel::Warn && !logEnabled(logLevel, subsys)) return;
+  char text[1024];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(text, sizeof(text), fmt, args);
+  va_end(args);
+  logMessage(logLevel, subsys, logRank(), file != nullptr ? file : "net-plugin", line, "%s", text);
+}
+
+// v10's profiler callback: Chorus has no profiler, so events are accepted and dropped.
+ncclResult_t pluginProfilerCallback(void** eHandle, int, void*, int64_t, void*) {
+  if (eHandle != nullptr) *eHandle = nullptr;
+  return ncclSuccess;
+}
+
+// Most receives one irecv may group (NCCL's NCCL_NET_IB_MAX_RECVS).
+constexpr int kMaxGroupedRecvs = 8;
+
+template <typename Table>
+constexpr int tableVersion() {
+  if constexpr (std::is_same_v<Table, ncclNet_v10_t>) return 10;
+  if constexpr (std::is_same_v<Table, ncclNet_v9_t>) return 9;
+  return 8;
+}
+
+// The calls Chorus makes; a table lacking one is refused. iflush may be null (nothing to flush).
+template <typename Table>
+const char* missingCall(const Table& t) {
+  if (t.name == nullptr) return "name";
+  if (t.init == nullptr) return "init";
+  if (t.devices == nullptr) return "devices";
+  if (t.getProperties == nullptr) return "getProperties";
+  if (t.listen == nullptr) return "listen";
+  if (t.connect == nullptr) return "connect";
+  if (t.accept == nullptr) return "accept";
+  if (t.regMr == nullptr) return "regMr";
+  if (t.deregMr == nullptr) return "deregMr";
+  if (t.isend == nullptr) return "isend";
+  if (t.irecv == nullptr) return "irecv";
+  if (t.test == nullptr) return "test";
+  if (t.closeSend == nullptr) return "closeSend";
+  if (t.closeRecv == nullptr) return "closeRecv";
+  if (t.closeListen == nullptr) return "closeListen";
+  return nullptr;
+}
+
+}  // namespace
+
+void DlHandleCloser::operator()(void* handle) const {
+  if (handle != nullptr && dlclose(handle) != 0) {
+    const char* error = dlerror();
+    WARN("NET/Plugin: dlclose failed: %s", error != nullptr ? error : "unknown error");
+  }
+}
+
+NetPluginAdapter::NetPluginAdapter(DlHandle library, std::string path, const ncclNet_v8_t* v8, const ncclNet_v9_t* v9,
+                                   const ncclNet_v10_t* v10)
+    : library_(std::move(library)), path_(std::move(path)), v8_(v8), v9_(v9), v10_(v10) {
+  version_ = v10_ != nullptr ? 10 : v9_ != nullptr ? 9 : 8;
+  const char* tableName = v10_ != nullptr ? v10_->name : v9_ != nullptr ? v9_->name : v8_->name;
+  name_ = tableName != nullptr ? tableName : "";
+}
+
+NetPluginAdapter::~NetPluginAdapter() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!sendComms_.empty() || !recvComms_.empty() || !listenComms_.empty()) {
+    INFO(kSubsysNet, "NET/Plugin %s: closing %zu send, %zu recv and %zu listen comms left open", name_.c_str(),
+         sendComms_.size(), recvComms_.size(), listenComms_.size());
+  }
+  for (void* comm : sendComms_) checked("closeSend", call([&](const auto& t) { return t.closeSend(comm); }));
+  for (void* comm : recvComms_) checked("closeRecv", call([&](const auto& t) { return t.closeRecv(comm); }));
+  for (void* comm : listenComms_) checked("closeListen", call([&](const auto& t) { return t.closeListen(comm); }));
+  // library_ is the first member, so it is closed after this body, once no comm is left.
+}
+
+ncclResult_t NetPluginAdapter::checked(const char* what, ncclResult_t result) const {
+  if (result != ncclSuccess) {
+    WARN("NET/Plugin %s (%s): %s failed: %s (%d)", name_.c_str(), path_.c_str(), what, ncclGetErrorString(result),
+         static_cast<int>(result));
+  }
+  return result;
+}
+
+ncclResult_t NetPluginAdapter::checkReady(const char* what) const {
+  if (!initialized_) {
+    WARN("NET/Plugin %s: %s called before init", name_.c_str(), what);
+    return ncclInternalError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::checkDevice(const char* what, int dev) const {
+  CHORUS_CHECK(checkReady(what));
+  if (dev < 0 || dev >= deviceCount_) {
+    WARN("NET/Plugin %s: %s: dev %d out of range [0, %d)", name_.c_str(), what, dev, deviceCount_);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::checkOpen(const char* what, const std::unordered_set<void*>& comms, void* comm) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm == nullptr || comms.count(comm) == 0) {
+    WARN("NET/Plugin %s: %s: comm %p is not an open comm of this plugin", name_.c_str(), what, comm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::init() {
+  if (initialized_) return ncclSuccess;
+  CHORUS_CHECK(checked("init", call([](const auto& t) {
+                         if constexpr (std::is_same_v<std::decay_t<decltype(t)>, ncclNet_v10_t>) {
+                           return t.init(&pluginLogger, &pluginProfilerCallback);
+                         } else {
+                           return t.init(&pluginLogger);
+                         }
+                       })));
+  int count = 0;
+  CHORUS_CHECK(checked("devices", call([&](const auto& t) { return t.devices(&count); })));
+  if (count < 0) {
+    WARN("NET/Plugin %s: devices gave a negative count %d", name_.c_str(), count);
+    return ncclInternalError;
+  }
+  deviceCount_ = count;
+  initialized_ = true;
+  INFO(kSubsysInit | kSubsysNet, "NET/Plugin %s: ncclNet_v%d initialized, %d devices", name_.c_str(), version_, count);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::devices(int* count) {
+  CHORUS_CHECK(checkReady("devices"));
+  if (count == nullptr) {
+    WARN("NET/Plugin %s: devices: count is null", name_.c_str());
+    return ncclInvalidArgument;
+  }
+  *count = deviceCount_;
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::getProperties(int dev, NetProperties* props) {
+  CHORUS_CHECK(checkDevice("getProperties", dev));
+  if (props == nullptr) {
+    WARN("NET/Plugin %s: getProperties: props is null", name_.c_str());
+    return ncclInvalidArgument;
+  }
+  return checked("getProperties", call([&](const auto& t) {
+                   using Props =
+                       std::conditional_t<tableVersion<std::decay_t<decltype(t)>>() == 10, ncclNetProperties_v10_t,
+                                          std::conditional_t<tableVersion<std::decay_t<decltype(t)>>() == 9,
+                                                             ncclNetProperties_v9_t, ncclNetProperties_v8_t>>;
+                   Props p{};
+                   ncclResult_t result = t.getProperties(dev, &p);
+                   if (result != ncclSuccess) return result;
+                   props->name = p.name != nullptr ? p.name : "";
+                   props->pciPath = p.pciPath != nullptr ? p.pciPath : "";
+                   props->guid = p.guid;
+                   props->ptrSupport = p.ptrSupport;
+                   props->speed = p.speed;
+                   props->port = p.port;
+                   props->latency = p.latency;
+                   props->maxComms = p.maxComms;
+                   props->maxRecvs = p.maxRecvs;
+                   return ncclSuccess;
+                 }));
+}
+
+ncclResult_t NetPluginAdapter::listen(int dev, void* handle, NetListenComm** listenComm) {
+  CHORUS_CHECK(checkDevice("listen", dev));
+  if (handle == nullptr || listenComm == nullptr) {
+    WARN("NET/Plugin %s: listen: handle %p, listenComm %p (null)", name_.c_str(), handle,
+         static_cast<void*>(listenComm));
+    return ncclInvalidArgument;
+  }
+  void* comm = nullptr;
+  CHORUS_CHECK(checked("listen", call([&](const auto& t) { return t.listen(dev, handle, &comm); })));
+  if (comm != nullptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    listenComms_.insert(comm);
+  }
+  *listenComm = static_cast<NetListenComm*>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::connect(int dev, void* handle, NetSendComm** sendComm) {
+  CHORUS_CHECK(checkDevice("connect", dev));
+  if (handle == nullptr || sendComm == nullptr) {
+    WARN("NET/Plugin %s: connect: handle %p, sendComm %p (null)", name_.c_str(), handle, static_cast<void*>(sendComm));
+    return ncclInvalidArgument;
+  }
+  void* comm = nullptr;
+  ncclNetDeviceHandle_v8_t* deviceHandle = nullptr;  // no device offload
+  CHORUS_CHECK(checked("connect", call([&](const auto& t) {
+                         if constexpr (std::is_same_v<std::decay_t<decltype(t)>, ncclNet_v10_t>) {
+                           ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+                           return t.connect(dev, &config, handle, &comm, &deviceHandle);
+                         } else {
+                           return t.connect(dev, handle, &comm, &deviceHandle);
+                         }
+                       })));
+  if (comm != nullptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sendComms_.insert(comm);
+  }
+  *sendComm = static_cast<NetSendComm*>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::accept(NetListenComm* listenComm, NetRecvComm** recvComm) {
+  CHORUS_CHECK(checkReady("accept"));
+  CHORUS_CHECK(checkOpen("accept", listenComms_, listenComm));
+  if (recvComm == nullptr) {
+    WARN("NET/Plugin %s: accept: recvComm is null", name_.c_str());
+    return ncclInvalidArgument;
+  }
+  void* comm = nullptr;
+  ncclNetDeviceHandle_v8_t* deviceHandle = nullptr;
+  CHORUS_CHECK(checked("accept", call([&](const auto& t) { return t.accept(listenComm, &comm, &deviceHandle); })));
+  if (comm != nullptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    recvComms_.insert(comm);
+  }
+  *recvComm = static_cast<NetRecvComm*>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) {
+  CHORUS_CHECK(checkReady("regMr"));
+  if (comm == nullptr || mhandle == nullptr || (data == nullptr && size > 0)) {
+    WARN("NET/Plugin %s: regMr: comm %p, data %p, size %zu, mhandle %p", name_.c_str(), comm, data, size,
+         static_cast<void*>(mhandle));
+    return ncclInvalidArgument;
+  }
+  void* handle = nullptr;
+  CHORUS_CHECK(checked("regMr", call([&](const auto& t) { return t.regMr(comm, data, size, type, &handle); })));
+  *mhandle = static_cast<NetMemHandle*>(handle);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::deregMr(void* comm, NetMemHandle* mhandle) {
+  CHORUS_CHECK(checkReady("deregMr"));
+  if (comm == nullptr) {
+    WARN("NET/Plugin %s: deregMr: comm is null", name_.c_str());
+    return ncclInvalidArgument;
+  }
+  return checked("deregMr", call([&](const auto& t) { return t.deregMr(comm, mhandle); }));
+}
+
+ncclResult_t NetPluginAdapter::isend(NetSendComm* comm, void* data, int size, int tag, NetMemHandle* mhandle,
+                                     NetRequest** request) {
+  if (comm == nullptr || request == nullptr || size < 0 || (data == nullptr && size > 0)) {
+    WARN("NET/Plugin %s: isend: comm %p, data %p, size %d, request %p", name_.c_str(), static_cast<void*>(comm), data,
+         size, static_cast<void*>(request));
+    return ncclInvalidArgument;
+  }
+  void* req = nullptr;
+  CHORUS_CHECK(checked("isend", call([&](const auto& t) {
+                         using Table = std::decay_t<decltype(t)>;
+                         if constexpr (std::is_same_v<Table, ncclNet_v10_t>) {
+                           return t.isend(comm, data, static_cast<size_t>(size), tag, mhandle, nullptr, &req);
+                         } else if constexpr (std::is_same_v<Table, ncclNet_v9_t>) {
+                           return t.isend(comm, data, static_cast<size_t>(size), tag, mhandle, &req);
+                         } else {
+                           return t.isend(comm, data, size, tag, mhandle, &req);
+                         }
+                       })));
+  *request = static_cast<NetRequest*>(req);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::irecv(NetRecvComm* comm, int n, void** data, int* sizes, int* tags,
+                                     NetMemHandle** mhandles, NetRequest** request) {
+  if (comm == nullptr || request == nullptr || data == nullptr || sizes == nullptr || tags == nullptr || n < 1 ||
+      n > kMaxGroupedRecvs) {
+    WARN("NET/Plugin %s: irecv: comm %p, n %d (1..%d), data %p, sizes %p, tags %p, request %p", name_.c_str(),
+         static_cast<void*>(comm), n, kMaxGroupedRecvs, static_cast<void*>(data), static_cast<void*>(sizes),
+         static_cast<void*>(tags), static_cast<void*>(request));
+    return ncclInvalidArgument;
+  }
+  size_t wideSizes[kMaxGroupedRecvs];
+  void* profilerHandles[kMaxGroupedRecvs] = {};
+  for (int i = 0; i < n; ++i) {
+    if (sizes[i] < 0) {
+      WARN("NET/Plugin %s: irecv: sizes[%d] = %d is negative", name_.c_str(), i, sizes[i]);
+      return ncclInvalidArgument;
+    }
+    wideSizes[i] = static_cast<size_t>(sizes[i]);
+  }
+  void** handles = reinterpret_cast<void**>(mhandles);
+  void* req = nullptr;
+  CHORUS_CHECK(checked("irecv", call([&](const auto& t) {
+                         using Table = std::decay_t<decltype(t)>;
+                         if constexpr (std::is_same_v<Table, ncclNet_v10_t>) {
+                           return t.irecv(comm, n, data, wideSizes, tags, handles, profilerHandles, &req);
+                         } else if constexpr (std::is_same_v<Table, ncclNet_v9_t>) {
+                           return t.irecv(comm, n, data, wideSizes, tags, handles, &req);
+                         } else {
+                           return t.irecv(comm, n, data, sizes, tags, handles, &req);
+                         }
+                       })));
+  *request = static_cast<NetRequest*>(req);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::iflush(NetRecvComm* comm, int n, void** data, int* sizes, NetMemHandle** mhandles,
+                                      NetRequest** request) {
+  if (comm == nullptr || request == nullptr || n < 1 || n > kMaxGroupedRecvs) {
+    WARN("NET/Plugin %s: iflush: comm %p, n %d (1..%d), request %p", name_.c_str(), static_cast<void*>(comm), n,
+         kMaxGroupedRecvs, static_cast<void*>(request));
+    return ncclInvalidArgument;
+  }
+  *request = nullptr;
+  void* req = nullptr;
+  void** handles = reinterpret_cast<void**>(mhandles);
+  CHORUS_CHECK(checked("iflush", call([&](const auto& t) {
+                         return t.iflush != nullptr ? t.iflush(comm, n, data, sizes, handles, &req) : ncclSuccess;
+                       })));
+  *request = static_cast<NetRequest*>(req);
+  return ncclSuccess;
+}
+
+ncclResult_t NetPluginAdapter::test(NetRequest* request, int* done, int* sizes) {
+  if (request == nullptr || done == nullptr) {
+    WARN("NET/Plugin %s: test: request %p, done %p (null)", name_.c_str(), static_cast<void*>(request),
+         static_cast<void*>(done));
+    return ncclInvalidArgument;
+  }
+  return checked("test", call([&](const auto& t) { return t.test(request, done, sizes); }));
+}
+
+ncclResult_t NetPluginAdapter::closeSend(NetSendComm* comm) {
+  CHORUS_CHECK(checkOpen("closeSend", sendComms_, comm));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sendComms_.erase(comm);
+  }
+  return checked("closeSend", call([&](const auto& t) { return t.closeSend(comm); }));
+}
+
+ncclResult_t NetPluginAdapter::closeRecv(NetRecvComm* comm) {
+  CHORUS_CHECK(checkOpen("closeRecv", recvComms_, comm));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    recvComms_.erase(comm);
+  }
+  return checked("closeRecv", call([&](const auto& t) { return t.closeRecv(comm); }));
+}
+
+ncclResult_t NetPluginAdapter::closeListen(NetListenComm* comm) {
+  CHORUS_CHECK(checkOpen("closeListen", listenComms_, comm));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    listenComms_.erase(comm);
+  }
+  return checked("closeListen", call([&](const auto& t) { return t.closeListen(comm); }));
+}
+
+ncclResult_t loadNetPlugin(const char* setting, std::unique_ptr<Net>* out) {
+  if (out == nullptr) {
+    WARN("NET/Plugin: loadNetPlugin: out is null");
+    return ncclInvalidArgument;
+  }
+  out->reset();
+  bool isExplicit = setting != nullptr && setting[0] != '\0';
+  if (isExplicit && strcasecmp(setting, "none") == 0) {
+    INFO(kSubsysInit | kSubsysNet, "NET/Plugin: NCCL_NET_PLUGIN=none, no plugin loaded");
+    return ncclSuccess;
+  }
+  std::vector<std::string> candidates;
+  if (isExplicit) {
+    candidates = {std::string("libnccl-net-") + setting + ".so", setting};
+  } else {
+    candidates = {"libnccl-net.so"};
+  }
+  DlHandle library;
+  std::string path;
+  std::string failures;
+  for (const std::string& candidate : candidates) {
+    dlerror();
+    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      library.reset(handle);
+      path = candidate;
+      break;
+    }
+    const char* error = dlerror();
+    // dlerror() names the file it could not open.
+    failures += (failures.empty() ? "" : "; ") + std::string(error != nullptr ? error : candidate + ": unknown error");
+  }
+  if (!library) {
+    if (isExplicit) {
+      WARN("NET/Plugin: NCCL_NET_PLUGIN=%s: could not load the plugin (%s); using the built-in nets", setting,
+           failures.c_str());
+    } else {
+      INFO(kSubsysInit | kSubsysNet, "NET/Plugin: no plugin found (%s), using the built-in nets", failures.c_str());
+    }
+    return ncclSuccess;
+  }
+  auto* v10 = static_cast<const ncclNet_v10_t*>(dlsym(library.get(), NCCL_NET_PLUGIN_SYMBOL_V10));
+  auto* v9 = v10 ? nullptr : static_cast<const ncclNet_v9_t*>(dlsym(library.get(), NCCL_NET_PLUGIN_SYMBOL_V9));
+  auto* v8 = v10 || v9 ? nullptr : static_cast<const ncclNet_v8_t*>(dlsym(library.get(), NCCL_NET_PLUGIN_SYMBOL_V8));
+  if (v10 == nullptr && v9 == nullptr && v8 == nullptr) {
+    WARN("NET/Plugin: %s exports none of %s, %s, %s; not used", path.c_str(), NCCL_NET_PLUGIN_SYMBOL_V10,
+         NCCL_NET_PLUGIN_SYMBOL_V9, NCCL_NET_PLUGIN_SYMBOL_V8);
+    return ncclSuccess;
+  }
+  const char* missing = v10 ? missingCall(*v10) : v9 ? missingCall(*v9) : missingCall(*v8);
+  int version = v10 ? 10 : v9 ? 9 : 8;
+  if (missing != nullptr) {
+    WARN("NET/Plugin: %s: ncclNetPlugin_v%d has no %s; not used", path.c_str(), version, missing);
+    return ncclSuccess;
+  }
+  auto adapter = std::make_unique<NetPluginAdapter>(std::move(library), path, v8, v9, v10);
+  INFO(kSubsysInit | kSubsysNet, "NET/Plugin: loaded %s: net plugin '%s', ncclNet_v%d", path.c_str(), adapter->name(),
+       version);
+  *out = std::move(adapter);
+  return ncclSuccess;
+}
+
+}  // namespace chorus
