@@ -52,7 +52,9 @@ struct CostShape {
 
 int ceilLog2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
 
-CostShape shapeOf(CollKind coll, Algorithm algo, int n, size_t bytes) {
+// `channelBytes`: one channel's share of the call, which is what the executor's programs
+// see (pairAllReduce is taken per channel).
+CostShape shapeOf(CollKind coll, Algorithm algo, int n, size_t channelBytes) {
   if (coll == CollKind::SendRecv) return {1, 1, 0};
   if (n == 1) return {0, 1, 0};
   const double steps = n - 1;
@@ -62,7 +64,7 @@ CostShape shapeOf(CollKind coll, Algorithm algo, int n, size_t bytes) {
         const int depth = ceilLog2(n);
         return {2.0 * depth, 2.0, 2.0 * (depth - 1)};
       }
-      if (n == 2 && bytes <= kPairAllReduceMaxBytes) return {1, 1, 0};  // pairAllReduce
+      if (n == 2 && channelBytes <= kPairAllReduceMaxBytes) return {1, 1, 0};  // pairAllReduce
       return {2 * steps, 2 * steps / n, 0};
     case CollKind::ReduceScatter:
     case CollKind::AllGather:
@@ -197,7 +199,7 @@ double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol p
   if (!algoValid(coll, algo)) return kInfinity;
   const int a = static_cast<int>(algo);
   const int p = static_cast<int>(proto);
-  const CostShape shape = shapeOf(coll, algo, topo_.nranks, bytes);
+  const CostShape shape = shapeOf(coll, algo, topo_.nranks, bytes / topo_.nChannels);
 
   const double channelBw = topo_.busBwGBs * kBytesPerUsPerGBs * constants_.bandwidthFactor[p];
   double callBw = channelBw * topo_.nChannels;

@@ -15,7 +15,7 @@
 //
 //   collective, algorithm   hops            linkBytesPerByte   fillHops
 //   AllReduce, Ring         2(n-1)          2(n-1)/n           0
-//     n == 2, <= 2 KiB      1               1                  0   (pairAllReduce)
+//     n == 2, <= 2 KiB/ch.  1               1                  0   (pairAllReduce, per channel share)
 //   AllReduce, Tree         2·ceil(log2 n)  2                  2(ceil(log2 n) - 1)
 //   ReduceScatter, Ring     n-1             (n-1)/n            0
 //   AllGather, Ring         n-1             (n-1)/n            0

@@ -291,8 +291,18 @@ TEST(TunerChoice, TreeForSmallAllReduceAtScaleRingForLarge) {
 }
 
 // Two ranks exchange small AllReduce calls in one hop (pairAllReduce); above the pair's
-// limit the ring's two hops come back, so the estimate steps up by one hop there.
+// limit the ring's two hops come back, so the estimate steps up by one hop there. The
+// limit applies to each channel's share, as the executor's programs take it per channel.
 TEST(TunerModel, TwoRankSmallAllReduceTakesOneHop) {
+  for (int channels : {2, 4}) {
+    const Tuner two(topoOf(2, channels), "", "");
+    const double hop = two.topology().hopLatencyUs * two.constants().hopLatencyFactor[2];
+    const size_t limit = kPairAllReduceMaxBytes * channels;
+    EXPECT_GE(two.estimateUs(CollKind::AllReduce, limit + channels, Algorithm::Ring, Protocol::Simple) -
+                  two.estimateUs(CollKind::AllReduce, limit, Algorithm::Ring, Protocol::Simple),
+              hop * 0.999)
+        << channels << " channels";
+  }
   const Tuner two(topoOf(2), "", "");
   const TuneConstants& k = two.constants();
   for (Protocol p : kProtos) {
