@@ -9,10 +9,12 @@ const Transport* selectTransport(const PeerInfo& self, const PeerInfo& peer) {
   const bool shmDisabled = envInt("NCCL_SHM_DISABLE", 0) != 0;
   if (!p2pDisabled && p2pTransport().canConnect(self, peer)) return &p2pTransport();
   if (!shmDisabled && shmTransport().canConnect(self, peer)) return &shmTransport();
-  WARN("Rank %d: no transport reaches peer rank %d on host %s (P2P %s, SHM %s; the network transport is not "
-       "available yet)",
-       self.rank, peer.rank, peer.hostname, p2pDisabled ? "disabled" : "needs the same process",
-       shmDisabled ? "disabled" : "needs the same host and /dev/shm");
+  if (netTransport().canConnect(self, peer)) return &netTransport();
+  WARN(
+      "Rank %d: no transport reaches peer rank %d on host %s (P2P %s, SHM %s, and no network is usable: see the "
+      "NET lines above)",
+      self.rank, peer.rank, peer.hostname, p2pDisabled ? "disabled" : "needs the same process",
+      shmDisabled ? "disabled" : "needs the same host and /dev/shm");
   return nullptr;
 }
 
@@ -22,6 +24,8 @@ const Transport* transportById(TransportId id) {
       return &p2pTransport();
     case TransportId::Shm:
       return &shmTransport();
+    case TransportId::Net:
+      return &netTransport();
   }
   return nullptr;
 }

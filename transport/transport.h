@@ -3,6 +3,7 @@
 // a connector. Choice per peer pair: the first of P2P -> SHM -> NET that accepts.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -23,24 +24,28 @@ struct PeerInfo {
   char hostname[64];
 };
 
-enum class TransportId : uint32_t { P2p = 1, Shm = 2 };
+enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };
 
 // Sent from the receiver to the sender over the bootstrap.
 struct ConnectHandle {
   TransportId transport;
   uint32_t pad;
-  uint64_t bytes;     // size of the mapped FIFO
+  uint64_t bytes;  // size of the mapped FIFO
   FifoLayout layout;
   int32_t ownerPid;
   int32_t pad2;
-  uint64_t address;   // P2P: the FIFO's address in the shared process
-  char shmName[64];   // SHM: the POSIX shared memory object
+  uint64_t address;     // P2P: the FIFO's address in the shared process
+  char shmName[64];     // SHM: the POSIX shared memory object
+  char netHandle[128];  // NET: the receiver's listen handle (NCCL_NET_HANDLE_MAXSIZE)
 };
 
 // Owns whatever memory or mapping backs one side of a connection.
 class ConnectionResource {
  public:
   virtual ~ConnectionResource() = default;
+  // Waits until the connection can carry data (NET: connected by the proxy). Memory
+  // transports are ready at once.
+  virtual ncclResult_t awaitReady(const std::atomic<uint32_t>* /*abortFlag*/) { return ncclSuccess; }
 };
 
 class Transport {
@@ -60,6 +65,7 @@ class Transport {
 
 const Transport& p2pTransport();
 const Transport& shmTransport();
+const Transport& netTransport();
 
 // The first transport that accepts this pair, honouring NCCL_P2P_DISABLE and
 // NCCL_SHM_DISABLE; null when none does (a WARN names the peer and why).

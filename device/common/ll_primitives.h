@@ -4,7 +4,8 @@
 // LL and LL128 carry each step's completion inside the data, line by line, so a
 // receiver can use the first bytes of a step while the rest are still being written,
 // and needs no tail counter: the sender only waits on `head` (as Simple does) and
-// never touches `tail` or `sizes`.
+// never touches `tail` or `sizes` — except on a proxied FIFO (step_fifo.h), where the
+// sender publishes both and the receiver waits for tail before reading the lines.
 //
 // LL line format (16 bytes, little-endian, as NCCL's {data1, flag1, data2, flag2}):
 //   word 0 (8 B): bits 0..31 payload bytes 0..3, bits 32..63 flag
@@ -249,6 +250,10 @@ class LinePrimitives {
     constexpr bool kSend = (Flow & kToSend) != 0;
     if (!ok_ || !fits(n * sizeof(T))) return;
 
+    if constexpr (kRecv) {
+      if (!awaitProxiedSteps(linesFor(n * sizeof(T)))) return;
+    }
+
     alignas(16) unsigned char acc[kBlockBytes];
     alignas(16) unsigned char more[kRecv ? kBlockBytes : 1];
     T* values = reinterpret_cast<T*>(acc);
@@ -334,6 +339,25 @@ class LinePrimitives {
     return true;
   }
 
+  // A proxied receive end's step is there only once its proxy has published tail (see
+  // step_fifo.h); its size, as received, is then checked like Simple's.
+  CHORUS_HD bool awaitProxiedSteps(size_t lines) {
+    for (int i = 0; i < recv_.count && ok_; ++i) {
+      const FifoEnd& r = *recv_.ends[i];
+      if (!r.proxied) continue;
+      ok_ = awaitStep(exec_, r);
+      if (!ok_) break;
+      const int64_t got = r.ctrl->sizes[r.step & static_cast<uint64_t>(r.nSlots - 1)];
+      const int64_t expected = static_cast<int64_t>(lines * Format::kLineBytes);
+      if (got != expected) {
+        exec_.fail(r, "step size mismatch (send and receive counts differ)", static_cast<long>(got),
+                   static_cast<long>(expected));
+        ok_ = false;
+      }
+    }
+    return ok_;
+  }
+
   // Waits until every send end's slot for its current step has been released by its receiver.
   CHORUS_HD bool acquireSendSlots() {
     for (int i = 0; i < send_.count && ok_; ++i) ok_ = acquireSlot(exec_, *send_.ends[i]);
@@ -347,6 +371,11 @@ class LinePrimitives {
       const size_t total = slotLines(s);
       if (isRefreshStep(s.step, s.nSlots) && total > linesWritten) {
         Format::template writeEmptyLines<Exec>(lineAt(s, linesWritten), total - linesWritten, Format::flagOf(s.step));
+      }
+      if (s.proxied) {  // the proxy sends the lines written, once tail says so
+        s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] =
+            static_cast<int64_t>(linesWritten * Format::kLineBytes);
+        Exec::storeRelease(&s.ctrl->tail, s.step + 1);
       }
       ++s.step;
     }

@@ -154,12 +154,9 @@ class SimplePrimitives {
     if (!ok_) return nullptr;
     for (int i = 0; i < recv_.count && ok_; ++i) {
       FifoEnd& r = *recv_.ends[i];
-      const uint64_t step = r.step;
-      StepFifoControl* ctrl = r.ctrl;
-      ok_ =
-          exec_.waitUntil([ctrl, step] { return static_cast<int64_t>(Exec::loadAcquire(&ctrl->tail) - step) > 0; }, r);
+      ok_ = awaitStep(exec_, r);
       if (!ok_) return nullptr;
-      const int64_t got = ctrl->sizes[step & static_cast<uint64_t>(r.nSlots - 1)];
+      const int64_t got = r.ctrl->sizes[r.step & static_cast<uint64_t>(r.nSlots - 1)];
       if (got != static_cast<int64_t>(n * sizeof(T))) {
         exec_.fail(r, "step size mismatch (send and receive counts differ)", got, static_cast<long>(n * sizeof(T)));
         ok_ = false;

@@ -15,6 +15,14 @@
 // mismatched send/recv instead of reading garbage.
 // Where this block and the buffers live (heap, POSIX shared memory, pinned or GPU
 // memory) is the transport's business; the algorithms only see a FifoEnd.
+// `broken` is set by either side (or a proxy) once the connection cannot be trusted: a
+// rank whose work failed, a network error. A waiting peer notices it and fails too, so
+// one rank's failure reaches every rank instead of leaving them to their timeouts.
+// A proxied FIFO (the NET transport) has a proxy thread at each end moving slots over
+// the network instead of a peer in shared memory. The proxy cannot tell which protocol
+// a step will use before it arrives, so there every protocol's step s shares one slot
+// (stride: the largest protocol's slot), LL and LL128 senders also publish tail and the
+// step's bytes, and their receivers wait for tail before reading the lines.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +47,7 @@ struct StepFifoControl {
   alignas(kCacheLine) uint64_t tail;
   alignas(kCacheLine) uint64_t head;
   alignas(kCacheLine) int64_t sizes[kMaxSteps];
+  alignas(kCacheLine) uint32_t broken;  // nonzero: give up on this connection
 };
 
 // How a connection's memory is laid out: the control block, then one buffer per protocol.
@@ -60,8 +69,10 @@ struct FifoEnd {
   StepFifoControl* ctrl = nullptr;
   char* buffs[kNumProtocols] = {nullptr, nullptr, nullptr};
   size_t slotBytes[kNumProtocols] = {0, 0, 0};
+  size_t slotStride[kNumProtocols] = {0, 0, 0};  // slotBytes, or the shared stride of a proxied FIFO
   int nSlots = kNcclSteps;
-  uint64_t step = 0;  // next step this side will produce (sender) or consume (receiver)
+  bool proxied = false;  // see the header comment
+  uint64_t step = 0;     // next step this side will produce (sender) or consume (receiver)
   // Sender side: the receiver's head as last read (a lower bound, since head only grows).
   // It outlives calls so that a sender re-reads head (a cache miss: the receiver has just
   // written it) only when the slots it already knows free run out.
@@ -71,7 +82,7 @@ struct FifoEnd {
 
   char* slot(Protocol p, uint64_t s) const {
     const int i = static_cast<int>(p);
-    return buffs[i] + (s & static_cast<uint64_t>(nSlots - 1)) * slotBytes[i];
+    return buffs[i] + (s & static_cast<uint64_t>(nSlots - 1)) * slotStride[i];
   }
   // Points this end at a connection's memory laid out as `layout`.
   void attach(void* base, const FifoLayout& layout) {
@@ -79,8 +90,30 @@ struct FifoEnd {
     for (int p = 0; p < kNumProtocols; ++p) {
       buffs[p] = static_cast<char*>(base) + layout.bufferOffset(p);
       slotBytes[p] = layout.slotBytes[p];
+      slotStride[p] = layout.slotBytes[p];
     }
     nSlots = layout.nSlots;
+  }
+  // Points this end at a proxied FIFO's memory (see proxiedBytes).
+  void attachProxied(void* base, const FifoLayout& layout) {
+    ctrl = static_cast<StepFifoControl*>(base);
+    const size_t stride = proxiedStride(layout);
+    for (int p = 0; p < kNumProtocols; ++p) {
+      buffs[p] = static_cast<char*>(base) + sizeof(StepFifoControl);
+      slotBytes[p] = layout.slotBytes[p];
+      slotStride[p] = stride;
+    }
+    nSlots = layout.nSlots;
+    proxied = true;
+  }
+  static size_t proxiedStride(const FifoLayout& layout) {
+    size_t stride = 0;
+    for (size_t b : layout.slotBytes) stride = b > stride ? b : stride;
+    return stride;
+  }
+  // A proxied FIFO: the control block, then nSlots slots shared by every protocol.
+  static size_t proxiedBytes(const FifoLayout& layout) {
+    return sizeof(StepFifoControl) + proxiedStride(layout) * layout.nSlots;
   }
 };
 
@@ -102,6 +135,15 @@ CHORUS_HD bool acquireSlot(Exec& exec, FifoEnd& end) {
         return step - *seen < nSlots;
       },
       end);
+}
+
+// Waits until the receiver `end`'s current step has arrived: its sender (or proxy) has
+// published tail past it. False when the wait was interrupted.
+template <typename Exec>
+CHORUS_HD bool awaitStep(Exec& exec, const FifoEnd& end) {
+  const uint64_t step = end.step;
+  StepFifoControl* ctrl = end.ctrl;
+  return exec.waitUntil([ctrl, step] { return static_cast<int64_t>(Exec::loadAcquire(&ctrl->tail) - step) > 0; }, end);
 }
 
 // The sending and receiving ends a primitive works with: up to kMaxPeers of each

@@ -41,6 +41,14 @@ bool CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
       return false;
     }
     if (ctx_.failed()) return false;  // another lane already failed: stop this one too
+    if (const uint32_t cause = __atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE); cause != 0) {
+      WARN("Rank %d: the connection with peer rank %d is broken: %s", ctx_.rank, end.peer,
+           cause == 1 ? "that rank's work failed or it aborted"
+                      : "the network connection failed or the peer closed it (it exited, was killed, or destroyed "
+                        "its communicator)");
+      ctx_.setError(ncclRemoteError);
+      return false;
+    }
     if (now >= state->nextCheck) {
       state->nextCheck = now + 1.0;
       if (end.peerPid != 0 && !processAlive(end.peerPid)) {

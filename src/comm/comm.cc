@@ -13,8 +13,27 @@ ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::reg
 
 ncclComm::~ncclComm() {
   worker.reset();  // joins: no job may run while the connections go away
+  // Aborted: tell the peers now (and let NET connections close without draining).
+  if (abortFlag.load() != 0) breakConnections();
   magic = 0;
   chorus::unregisterComm(this);
+}
+
+void ncclComm::breakConnections() {
+  // A P2P sender's FIFO is its peer's memory, which a peer in this process may already
+  // have freed; its receivers (this rank's memory) still carry the news.
+  auto mark = [](chorus::Connection& c) {
+    if (!c.connected() || c.resource == nullptr) return;
+    uint32_t expected = 0;  // keep the first cause
+    __atomic_compare_exchange_n(&c.end.ctrl->broken, &expected, static_cast<uint32_t>(1), false, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+  };
+  for (chorus::Channel& ch : channels) {
+    for (chorus::Connection& c : ch.send) mark(c);
+    for (chorus::Connection& c : ch.recv) mark(c);
+  }
+  for (chorus::Connection& c : p2pSend) mark(c);
+  for (chorus::Connection& c : p2pRecv) mark(c);
 }
 
 void ncclComm::refreshView() {

@@ -106,6 +106,9 @@ struct ncclComm {
   ncclComm& operator=(const ncclComm&) = delete;
 
   void refreshView();
+  // Tells every peer this rank gave up on the communicator (its work failed, or it was
+  // aborted): their waits on these connections then fail at once instead of timing out.
+  void breakConnections();
 };
 
 namespace chorus {

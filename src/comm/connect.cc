@@ -28,4 +28,15 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn)
   return ncclSuccess;
 }
 
+ncclResult_t awaitConnections(ncclComm* comm) {
+  auto await = [comm](Connection& c) { return c.resource ? c.resource->awaitReady(&comm->abortFlag) : ncclSuccess; };
+  for (Channel& ch : comm->channels) {
+    for (Connection& c : ch.send) CHORUS_CHECK(await(c));
+    for (Connection& c : ch.recv) CHORUS_CHECK(await(c));
+  }
+  for (Connection& c : comm->p2pSend) CHORUS_CHECK(await(c));
+  for (Connection& c : comm->p2pRecv) CHORUS_CHECK(await(c));
+  return ncclSuccess;
+}
+
 }  // namespace chorus

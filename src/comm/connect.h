@@ -14,4 +14,8 @@ ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layou
 // Waits for `peer`'s handle (tag `tag`) and attaches to its receiver.
 ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn);
 
+// Waits until every connection of the communicator can carry data (NET connections are
+// completed by the proxy thread after both halves above have run).
+ncclResult_t awaitConnections(ncclComm* comm);
+
 }  // namespace chorus

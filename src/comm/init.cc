@@ -161,6 +161,7 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   }
   comm->p2pSend.resize(comm->nranks);
   comm->p2pRecv.resize(comm->nranks);
+  CHORUS_CHECK(awaitConnections(comm));
   comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm)));
   comm->refreshView();
   comm->exec.abortFlag = &comm->abortFlag;

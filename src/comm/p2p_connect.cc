@@ -55,6 +55,7 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
     }
     if (!needs[i].recvFrom.empty() || !needs[i].sendTo.empty()) comm->refreshView();
   }
+  for (ncclComm* comm : comms) CHORUS_CHECK(awaitConnections(comm));
   return ncclSuccess;
 }
 

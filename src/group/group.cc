@@ -45,6 +45,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
     const int r = comm->exec.result.load();
     if (r != ncclSuccess) {
       comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
+      comm->breakConnections();
       if (result == ncclSuccess) result = static_cast<ncclResult_t>(r);
     }
     comm->activeRuns.fetch_sub(1);

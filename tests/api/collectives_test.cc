@@ -26,60 +26,18 @@
 #include <vector>
 
 #include "harness/collective_case.h"
+#include "harness/collective_matrix.h"
 #include "harness/datatypes.h"
 #include "harness/rank_launcher.h"
+#include "harness/scoped_env.h"
 #include "nccl.h"
 
 namespace chorus_test {
 namespace {
 
-constexpr size_t kLargeCount = (1u << 20) + 3;
-const size_t kCounts[] = {0, 1, 7, 1023, kLargeCount};
-
-bool reducedMatrixRequested() {
-  const char* value = std::getenv("CHORUS_TEST_REDUCED_MATRIX");
-  return value != nullptr && std::string(value) == "1";
-}
-
-size_t maxCountRequested() {
-  const char* value = std::getenv("CHORUS_TEST_MAX_COUNT");
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : SIZE_MAX;
-}
-
-bool runsAtLargeCount(Collective collective, ncclDataType_t type, OpKind op) {
-  if (!isReducing(collective) || !reducedMatrixRequested()) return true;
-  return op == OpKind::kSum || op == OpKind::kAvg || type == ncclFloat32 || type == ncclInt32;
-}
-
-std::vector<CollectiveCase> buildCases(Collective collective, int nranks) {
-  std::vector<CollectiveCase> cases;
-  uint64_t seed = 1;
-  const std::vector<OpKind> dataMovementOps = {OpKind::kSum};
-  const std::vector<OpKind>& ops = isReducing(collective) ? allOpKinds() : dataMovementOps;
-  std::vector<int> roots = {0};
-  if (hasRoot(collective) && nranks > 1) roots.push_back(nranks - 1);
-  for (size_t count : kCounts) {
-    if (count > maxCountRequested()) continue;
-    for (const DataTypeTraits& traits : allDataTypes()) {
-      for (OpKind op : ops) {
-        if (count == kLargeCount && !runsAtLargeCount(collective, traits.type, op)) continue;
-        size_t apiCount = count;
-        if (count == kLargeCount &&
-            (collective == Collective::kAllGather || collective == Collective::kReduceScatter)) {
-          apiCount = (kLargeCount / nranks) | 1;
-        }
-        for (bool inPlace : {false, true}) {
-          for (int root : roots) {
-            cases.push_back(CollectiveCase{collective, traits.type, op, apiCount, inPlace, root, seed++});
-          }
-        }
-      }
-    }
-  }
-  return cases;
-}
-
-enum class Driver { kThreads, kProcesses, kInitAllOneThread };
+// kNetProcesses: processes forced onto the network transport (P2P and SHM disabled), so
+// every connection runs through the proxy and the socket net.
+enum class Driver { kThreads, kProcesses, kInitAllOneThread, kNetProcesses };
 
 struct MatrixSlice {
   Driver driver;
@@ -88,7 +46,7 @@ struct MatrixSlice {
 };
 
 std::string describeSlice(const MatrixSlice& slice) {
-  static const char* const kDriverNames[] = {"Threads", "Processes", "InitAllOneThread"};
+  static const char* const kDriverNames[] = {"Threads", "Processes", "InitAllOneThread", "NetProcesses"};
   return std::string(kDriverNames[static_cast<int>(slice.driver)]) + "_" + std::to_string(slice.nranks) + "ranks_" +
          collectiveName(slice.collective);
 }
@@ -160,6 +118,13 @@ TEST_P(CollectiveMatrixTest, MatchesHostReference) {
     case Driver::kInitAllOneThread:
       result = runSliceInGroups(slice.nranks, cases);
       break;
+    case Driver::kNetProcesses: {
+      ScopedEnv env;  // set before the fork: the children inherit it
+      env.set("NCCL_P2P_DISABLE", "1");
+      env.set("NCCL_SHM_DISABLE", "1");
+      result = runSliceOnRanks(LaunchMode::kProcesses, slice.nranks, cases);
+      break;
+    }
   }
   EXPECT_RANKS_OK(result);
 }
@@ -172,6 +137,12 @@ std::vector<MatrixSlice> allSlices() {
                                     Collective::kBroadcast, Collective::kReduce}) {
         slices.push_back({driver, nranks, collective});
       }
+    }
+  }
+  for (int nranks : {2, 3, 4}) {
+    for (Collective collective : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                                  Collective::kBroadcast, Collective::kReduce}) {
+      slices.push_back({Driver::kNetProcesses, nranks, collective});
     }
   }
   return slices;

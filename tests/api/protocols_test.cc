@@ -64,11 +64,14 @@ struct ProtocolSlice {
   Proto proto;
   int edge = -1;           // index in kEdgeSettings; -1: the standard settings of fifoSettingsFor
   bool oneThread = false;  // one thread drives every rank of ncclCommInitAll, in groups (mode unused)
+  bool net = false;        // processes forced onto the network transport (P2P and SHM disabled)
 };
 
 std::string describeSlice(const ProtocolSlice& s) {
-  std::string name = std::string(s.oneThread ? "InitAllOneThread" : launchModeName(s.mode)) + "_" +
-                     std::to_string(s.nranks) + "ranks_" + algoName(s.algo) + "_" + protoName(s.proto);
+  std::string name = std::string(s.oneThread ? "InitAllOneThread"
+                                 : s.net     ? "NetProcesses"
+                                             : launchModeName(s.mode)) +
+                     "_" + std::to_string(s.nranks) + "ranks_" + algoName(s.algo) + "_" + protoName(s.proto);
   return s.edge < 0 ? name : std::string(kEdgeSettings[s.edge].name) + "_" + name;
 }
 void PrintTo(const ProtocolSlice& s, std::ostream* out) { *out << describeSlice(s); }
@@ -297,6 +300,10 @@ TEST_P(ProtocolTest, EveryBoundaryMatchesReference) {
   applyFifoSettings(env, fifo);
   env.set("NCCL_ALGO", algoName(slice.algo));
   env.set("NCCL_PROTO", protoName(slice.proto));
+  if (slice.net) {
+    env.set("NCCL_P2P_DISABLE", "1");
+    env.set("NCCL_SHM_DISABLE", "1");
+  }
   TuningLogCapture log(env, "TUNING,INIT");
   const SliceCases cases = buildCases(slice, fifo);
 
@@ -369,6 +376,26 @@ std::vector<ProtocolSlice> oneThreadSlices() {
 INSTANTIATE_TEST_SUITE_P(OneThread, ProtocolTest, testing::ValuesIn(oneThreadSlices()), sliceName);
 
 INSTANTIATE_TEST_SUITE_P(EdgeSettings, ProtocolTest, testing::ValuesIn(edgeSlices()), sliceName);
+
+// Through the proxy and the socket net: every protocol's steps share one slot there and
+// LL/LL128 publish tail (step_fifo.h). Two and sixteen steps too: sixteen outnumber the
+// socket net's eight requests per comm, so the proxy meets a full request pool.
+std::vector<ProtocolSlice> netSlices() {
+  std::vector<ProtocolSlice> slices;
+  for (int nranks : {3, 4}) {
+    for (Algo algo : {Algo::kRing, Algo::kTree}) {
+      for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128})
+        slices.push_back({LaunchMode::kProcesses, nranks, algo, proto, -1, false, true});
+    }
+  }
+  for (int edge : {1, 2}) {
+    for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128})
+      slices.push_back({LaunchMode::kProcesses, 4, Algo::kRing, proto, edge, false, true});
+  }
+  return slices;
+}
+
+INSTANTIATE_TEST_SUITE_P(Net, ProtocolTest, testing::ValuesIn(netSlices()), sliceName);
 
 // The case list itself must reach the boundaries, or a passing run means little.
 TEST(ProtocolCoverage, CountsStraddleEverySlotAndRoundBoundary) {

@@ -39,7 +39,8 @@ std::vector<std::string> TuningLogCapture::files() const {
 }
 
 void TuningLogCapture::clear() const {
-  for (const std::string& name : files()) unlink(name.c_str());
+  if (!std::getenv("CHORUS_KEEP_TEST_LOGS"))
+    for (const std::string& name : files()) unlink(name.c_str());
 }
 
 std::vector<std::string> TuningLogCapture::lines() const {

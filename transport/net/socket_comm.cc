@@ -35,7 +35,12 @@ ncclResult_t SocketComm::test(SocketRequest* request, int* done, int* size) {
     WARN("NET/Socket: test(): the request is not posted");
     return ncclInvalidArgument;
   }
-  if (request->state == SocketRequest::State::Active) CHORUS_CHECK(progress());
+  if (request->state == SocketRequest::State::Active) {
+    // A request that completed in the same pass as a later failure is still done: the
+    // peer's last message before it closed the connection must not be lost.
+    const ncclResult_t result = progress();
+    if (result != ncclSuccess && request->state != SocketRequest::State::Complete) return result;
+  }
   if (request->state == SocketRequest::State::Complete) {
     *done = 1;
     if (size != nullptr) *size = static_cast<int>(request->size);
@@ -56,11 +61,17 @@ ncclResult_t SocketComm::progress() {
     retire();
     if (!moved) break;
   }
+  if (controlClosed_ && headSeq_ == controlSeq_ && controlSeq_ < tailSeq_) {
+    // Closed between messages: how a peer that destroyed its communicator looks, so no
+    // WARN here; whoever waits for a message from it reports the loss.
+    INFO(kSubsysNet, "NET/Socket: connection from %s closed by the peer", control_.peerName().c_str());
+    return error_ = ncclRemoteError;
+  }
   return ncclSuccess;
 }
 
 ncclResult_t SocketComm::progressControl(bool* moved) {
-  while (controlSeq_ < tailSeq_) {
+  while (controlSeq_ < tailSeq_ && !controlClosed_) {
     SocketRequest& request = requestAt(controlSeq_);
     char* bytes = reinterpret_cast<char*>(&header_);
     size_t n = 0;
@@ -70,6 +81,10 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
     } else {
       bool closed = false;
       CHORUS_CHECK(control_.recvSome(bytes + headerDone_, sizeof(Header) - headerDone_, &n, &closed));
+      if (closed && headerDone_ + n == 0) {
+        controlClosed_ = true;  // see progress()
+        return ncclSuccess;
+      }
       if (closed && headerDone_ + n < sizeof(Header)) return peerClosed(control_, "a message header");
     }
     headerDone_ += n;

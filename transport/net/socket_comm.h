@@ -79,6 +79,10 @@ class SocketComm {
   uint64_t tailSeq_ = 0;                                  // next message to post
   socket_net_wire::Header header_{};
   size_t headerDone_ = 0;
+  // The peer closed the control socket between two messages: the data of the messages
+  // already announced may still be on the data sockets, so the comm fails only once
+  // those are in and a posted receive waits for a header that cannot come.
+  bool controlClosed_ = false;
 };
 
 }  // namespace chorus

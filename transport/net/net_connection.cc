@@ -1,0 +1,229 @@
+#include "net/net_connection.h"
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/debug.h"
+
+namespace chorus {
+namespace {
+
+constexpr int kTag = 0;                    // one stream of steps per comm: tags are not needed
+constexpr double kConnectTimeoutSec = 30;  // for awaitReady: a peer that never connects
+constexpr double kDrainTimeoutSec = 10;    // for the destructor: a peer that stopped receiving
+
+uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
+}  // namespace
+
+NetConnection::NetConnection(Net& net, const FifoLayout& layout, int peerRank, bool sending)
+    : net_(net),
+      sending_(sending),
+      peer_(peerRank),
+      nSlots_(static_cast<uint64_t>(layout.nSlots)),
+      stride_(FifoEnd::proxiedStride(layout)),
+      bytes_(FifoEnd::proxiedBytes(layout)) {
+  const size_t rounded = (bytes_ + kCacheLine - 1) / kCacheLine * kCacheLine;
+  memory_ = std::aligned_alloc(kCacheLine, rounded);
+  if (memory_ == nullptr) return;
+  memset(memory_, 0, sizeof(StepFifoControl));  // counters start at 0; slots need no clearing
+  ctrl_ = static_cast<StepFifoControl*>(memory_);
+  buffer_ = static_cast<char*>(memory_) + sizeof(StepFifoControl);
+}
+
+NetConnection::~NetConnection() {
+  if (inProxy_) {
+    drainSends();
+    Proxy::instance().remove(this);
+    INFO(kSubsysNet, "NET/%s : connection %s rank %d closed after %llu steps", net_.name(), sending_ ? "to" : "from",
+         peer_, static_cast<unsigned long long>(done_));
+  }
+  closeComms();
+  std::free(memory_);
+}
+
+// A communicator destroyed right after its last call may still have steps in the local
+// FIFO that the peer needs: they go out first (unless the connection broke).
+void NetConnection::drainSends() {
+  if (!sending_) return;
+  const auto start = std::chrono::steady_clock::now();
+  while (state_.load() == State::Ready && __atomic_load_n(&ctrl_->broken, __ATOMIC_ACQUIRE) == 0 &&
+         loadAcquire(&ctrl_->head) != loadAcquire(&ctrl_->tail)) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::duration<double>(kDrainTimeoutSec)) {
+      WARN("NET/%s : %llu steps to rank %d were still unsent %.0f s after the communicator was destroyed; dropped",
+           net_.name(), static_cast<unsigned long long>(loadAcquire(&ctrl_->tail) - loadAcquire(&ctrl_->head)), peer_,
+           kDrainTimeoutSec);
+      return;
+    }
+    timespec nap{0, 100 * 1000};
+    nanosleep(&nap, nullptr);
+  }
+}
+
+ncclResult_t NetConnection::listen(int dev, void* handle) {
+  dev_ = dev;
+  ncclResult_t r = net_.listen(dev, handle, &listenComm_);
+  if (r != ncclSuccess) {
+    WARN("NET/%s : listen() on device %d for the connection from rank %d failed: %s", net_.name(), dev, peer_,
+         ncclGetErrorString(r));
+  }
+  return r;
+}
+
+void NetConnection::setPeerHandle(int dev, const void* handle) {
+  dev_ = dev;
+  memcpy(handle_, handle, sizeof(handle_));
+}
+
+void NetConnection::start() {
+  inProxy_ = true;
+  Proxy::instance().add(this);
+}
+
+bool NetConnection::progress() {
+  switch (state_.load(std::memory_order_relaxed)) {
+    case State::Connecting:
+      return progressConnect();
+    case State::Ready:
+      if (__atomic_load_n(&ctrl_->broken, __ATOMIC_ACQUIRE) != 0) {
+        // The local executor gave up: closing tells the peer's proxy, hence the peer.
+        INFO(kSubsysNet, "NET/%s : closing the connection %s rank %d: this rank's work failed", net_.name(),
+             sending_ ? "to" : "from", peer_);
+        closeComms();
+        state_.store(State::Failed);
+        return true;
+      }
+      return sending_ ? progressSend() : progressRecv();
+    case State::Failed:
+      return false;
+  }
+  return false;
+}
+
+bool NetConnection::progressConnect() {
+  ncclResult_t r = ncclSuccess;
+  if (sending_) {
+    r = net_.connect(dev_, handle_, &sendComm_);
+    if (r != ncclSuccess) return fail("connect()", r), true;
+    if (sendComm_ == nullptr) return false;
+  } else {
+    r = net_.accept(listenComm_, &recvComm_);
+    if (r != ncclSuccess) return fail("accept()", r), true;
+    if (recvComm_ == nullptr) return false;
+    net_.closeListen(listenComm_);
+    listenComm_ = nullptr;
+  }
+  void* comm = sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_);
+  r = net_.regMr(comm, buffer_, stride_ * nSlots_, kNetPtrHost, &mhandle_);
+  if (r != ncclSuccess) return fail("regMr()", r), true;
+  INFO(kSubsysNet | kSubsysInit, "NET/%s : connection %s rank %d established (device %d)", net_.name(),
+       sending_ ? "to" : "from", peer_, dev_);
+  state_.store(State::Ready, std::memory_order_release);
+  return true;
+}
+
+bool NetConnection::progressSend() {
+  bool moved = false;
+  const uint64_t tail = loadAcquire(&ctrl_->tail);
+  while (posted_ < tail && posted_ - done_ < nSlots_) {
+    const int64_t bytes = ctrl_->sizes[posted_ & (nSlots_ - 1)];
+    NetRequest* request = nullptr;
+    ncclResult_t r = net_.isend(sendComm_, slot(posted_), static_cast<int>(bytes), kTag, mhandle_, &request);
+    if (r != ncclSuccess) return fail("isend()", r), true;
+    if (request == nullptr) break;  // the net's request pool is full: later
+    requests_[posted_ & (nSlots_ - 1)] = request;
+    ++posted_;
+    moved = true;
+  }
+  while (done_ < posted_) {
+    int done = 0;
+    ncclResult_t r = net_.test(requests_[done_ & (nSlots_ - 1)], &done, nullptr);
+    if (r != ncclSuccess) return fail("test() of a send", r), true;
+    if (!done) break;
+    storeRelease(&ctrl_->head, ++done_);
+    moved = true;
+  }
+  return moved;
+}
+
+bool NetConnection::progressRecv() {
+  bool moved = false;
+  const uint64_t head = loadAcquire(&ctrl_->head);
+  while (posted_ - head < nSlots_ && posted_ - done_ < nSlots_) {
+    void* data = slot(posted_);
+    int size = static_cast<int>(stride_);
+    int tag = kTag;
+    NetRequest* request = nullptr;
+    ncclResult_t r = net_.irecv(recvComm_, 1, &data, &size, &tag, &mhandle_, &request);
+    if (r != ncclSuccess) return fail("irecv()", r), true;
+    if (request == nullptr) break;
+    requests_[posted_ & (nSlots_ - 1)] = request;
+    ++posted_;
+    moved = true;
+  }
+  while (done_ < posted_) {
+    int done = 0;
+    int size = 0;
+    ncclResult_t r = net_.test(requests_[done_ & (nSlots_ - 1)], &done, &size);
+    if (r != ncclSuccess) return fail("test() of a receive", r), true;
+    if (!done) break;
+    ctrl_->sizes[done_ & (nSlots_ - 1)] = size;
+    storeRelease(&ctrl_->tail, ++done_);
+    moved = true;
+  }
+  return moved;
+}
+
+void NetConnection::fail(const char* call, ncclResult_t result) {
+  // INFO only: a peer that destroys its communicator closes its end too. The executor
+  // that waits on this connection is the one that WARNs, naming the peer.
+  INFO(kSubsysNet, "NET/%s : %s on the connection %s rank %d failed (%s) after %llu steps; connection closed",
+       net_.name(), call, sending_ ? "to" : "from", peer_, ncclGetErrorString(result),
+       static_cast<unsigned long long>(done_));
+  __atomic_store_n(&ctrl_->broken, static_cast<uint32_t>(kBrokenNet), __ATOMIC_RELEASE);
+  closeComms();
+  state_.store(State::Failed);
+}
+
+void NetConnection::closeComms() {
+  if (mhandle_ != nullptr) {
+    net_.deregMr(sendComm_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_), mhandle_);
+    mhandle_ = nullptr;
+  }
+  if (sendComm_ != nullptr) net_.closeSend(sendComm_);
+  if (recvComm_ != nullptr) net_.closeRecv(recvComm_);
+  if (listenComm_ != nullptr) net_.closeListen(listenComm_);
+  sendComm_ = nullptr;
+  recvComm_ = nullptr;
+  listenComm_ = nullptr;
+}
+
+ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag) {
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned round = 0;; ++round) {
+    const State state = state_.load(std::memory_order_acquire);
+    if (state == State::Ready) return ncclSuccess;
+    if (state == State::Failed) {
+      WARN(
+          "NET/%s : the connection %s rank %d could not be established (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=NET "
+          "shows why)",
+          net_.name(), sending_ ? "to" : "from", peer_);
+      return ncclRemoteError;
+    }
+    if (abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed)) return ncclSystemError;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > kConnectTimeoutSec) {
+      WARN("NET/%s : the connection %s rank %d was not established within %.0f s", net_.name(),
+           sending_ ? "to" : "from", peer_, kConnectTimeoutSec);
+      return ncclRemoteError;
+    }
+    timespec nap{0, round < 100 ? 20 * 1000 : 1000 * 1000};
+    nanosleep(&nap, nullptr);
+  }
+}
+
+}  // namespace chorus

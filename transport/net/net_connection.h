@@ -1,0 +1,84 @@
+// One direction of a NET connection at one end: the local proxied FIFO its executor
+// uses (step_fifo.h) and the net comm the proxy thread moves that FIFO's slots over.
+//
+// Sender end:   executor fills slot s, publishes sizes[s] and tail; the proxy isends the
+//               slot and, once the send completed, publishes head (the slot is free).
+// Receiver end: the proxy irecvs into every free slot (head tells which) and, once a
+//               message arrived, publishes its size and tail; the executor consumes it
+//               and publishes head.
+// A net error, or `broken` set by the local executor, closes the comm: the peer's proxy
+// then sees its connection fail, sets `broken` there, and the peer's executor gives up.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "net/net.h"
+#include "proxy/proxy.h"
+#include "transport.h"
+
+namespace chorus {
+
+// Why a connection broke, as stored in StepFifoControl::broken.
+enum BrokenCause : uint32_t {
+  kBrokenByPeer = 1,  // the rank at the other end failed or aborted and said so
+  kBrokenNet = 2,     // the network connection failed or was closed by the peer
+};
+
+class NetConnection final : public ProxyConnection, public ConnectionResource {
+ public:
+  enum class State { Connecting, Ready, Failed };
+
+  NetConnection(Net& net, const FifoLayout& layout, int peerRank, bool sending);
+  // Leaves the proxy first, then closes the net comms and frees the FIFO.
+  ~NetConnection() override;
+  NetConnection(const NetConnection&) = delete;
+  NetConnection& operator=(const NetConnection&) = delete;
+
+  bool allocated() const { return memory_ != nullptr; }
+  void* memory() const { return memory_; }
+
+  // Receiver: listens on `dev`, writing the handle the sender connects with.
+  ncclResult_t listen(int dev, void* handle);
+  // Sender: the local device to connect from and the receiver's handle.
+  void setPeerHandle(int dev, const void* handle);
+  // Hands the connection to the proxy, which connects (or accepts) and then moves data.
+  void start();
+
+  bool progress() override;
+  ncclResult_t awaitReady(const std::atomic<uint32_t>* abortFlag) override;
+
+ private:
+  bool progressConnect();
+  bool progressSend();
+  bool progressRecv();
+  // Marks the FIFO broken, closes the comms, and stops.
+  void fail(const char* call, ncclResult_t result);
+  void closeComms();
+  void drainSends();
+  char* slot(uint64_t step) const { return buffer_ + (step & (nSlots_ - 1)) * stride_; }
+
+  Net& net_;
+  const bool sending_;
+  const int peer_;
+  int dev_ = 0;
+  char handle_[kNetHandleSize] = {};  // the sender's connect() may keep its progress here
+  void* memory_ = nullptr;
+  StepFifoControl* ctrl_ = nullptr;
+  char* buffer_ = nullptr;
+  uint64_t nSlots_ = 0;
+  size_t stride_ = 0;
+  size_t bytes_ = 0;
+
+  NetListenComm* listenComm_ = nullptr;
+  NetSendComm* sendComm_ = nullptr;
+  NetRecvComm* recvComm_ = nullptr;
+  NetMemHandle* mhandle_ = nullptr;
+  NetRequest* requests_[kMaxSteps] = {};
+  uint64_t posted_ = 0;  // steps handed to the net
+  uint64_t done_ = 0;    // steps the net has completed
+  bool inProxy_ = false;
+  std::atomic<State> state_{State::Connecting};
+};
+
+}  // namespace chorus
