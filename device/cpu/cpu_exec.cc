@@ -18,17 +18,20 @@ double nowSec() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+constexpr uint64_t kYieldRounds = 2048;
+constexpr uint64_t kProxiedYieldRounds = 128;
+
 bool processAlive(int pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 
 }  // namespace
 
-bool CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
+CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
   ++state->rounds;
   // Other lanes of this thread first: they may be what this wait is waiting for.
   const bool yieldedToLane = FiberScheduler::yield();
   if (state->rounds < 64) {
     if (!yieldedToLane) sched_yield();
-    return true;
+    return Wait::kGoOn;
   }
   if ((state->rounds & 15) == 0 || state->start == 0) {
     const double now = nowSec();
@@ -38,45 +41,49 @@ bool CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     }
     if (ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed)) {
       ctx_.setError(ncclSystemError);
-      return false;
+      return Wait::kStop;
     }
-    if (ctx_.failed()) return false;  // another lane already failed: stop this one too
-    if (const uint32_t cause = __atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE); cause != 0) {
-      WARN("Rank %d: the connection with peer rank %d is broken: %s", ctx_.rank, end.peer,
-           cause == 1 ? "that rank's work failed or it aborted"
-                      : "the network connection failed or the peer closed it (it exited, was killed, or destroyed "
-                        "its communicator)");
-      ctx_.setError(ncclRemoteError);
-      return false;
-    }
+    if (ctx_.failed()) return Wait::kStop;  // another lane already failed: stop this one too
+    if (__atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE) != 0) return Wait::kBroken;
     if (now >= state->nextCheck) {
       state->nextCheck = now + 1.0;
       if (end.peerPid != 0 && !processAlive(end.peerPid)) {
         WARN("Rank %d: peer rank %d (pid %d) has exited while this rank waited for it", ctx_.rank, end.peer,
              end.peerPid);
         ctx_.setError(ncclRemoteError);
-        return false;
+        return Wait::kStop;
       }
       if (ctx_.timeoutSec > 0 && now - state->start > ctx_.timeoutSec) {
         WARN("Rank %d: no progress from peer rank %d for %.0f s (CHORUS_TIMEOUT); giving up", ctx_.rank, end.peer,
              ctx_.timeoutSec);
         ctx_.setError(ncclSystemError);
-        return false;
+        return Wait::kStop;
       }
     }
   }
   if (yieldedToLane) {
     if ((state->rounds & 63) == 0) sched_yield();
-    return true;
+    return Wait::kGoOn;
   }
-  if (state->rounds < 2048) {
+  // A proxied end waits for the network (tens of microseconds at best), and its proxy
+  // thread needs the core meanwhile: nap much sooner than for a peer in shared memory.
+  if (state->rounds < (end.proxied ? kProxiedYieldRounds : kYieldRounds)) {
     sched_yield();
   } else {
     // Long waits (a slow peer, a stalled process): nap so the core goes to ranks with work.
     timespec nap{0, 50 * 1000};
     nanosleep(&nap, nullptr);
   }
-  return true;
+  return Wait::kGoOn;
+}
+
+void CpuExec::reportBroken(const FifoEnd& end) {
+  const uint32_t cause = __atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE);
+  WARN("Rank %d: the connection with peer rank %d is broken: %s", ctx_.rank, end.peer,
+       cause == 1 ? "that rank's work failed or it aborted"
+                  : "the network connection failed or the peer closed it (it exited, was killed, or destroyed "
+                    "its communicator)");
+  ctx_.setError(ncclRemoteError);
 }
 
 void CpuExec::fail(const FifoEnd& end, const char* what, long got, long expected) {

@@ -78,7 +78,18 @@ class CpuExec {
     }
     WaitState state;
     while (!cond()) {
-      if (!keepWaiting(end, &state)) return false;
+      switch (keepWaiting(end, &state)) {
+        case Wait::kGoOn:
+          break;
+        case Wait::kStop:
+          return false;
+        case Wait::kBroken:
+          // A connection breaks after delivering what was sent (a peer that closed when
+          // done): the step waited for may have landed just before.
+          if (cond()) return true;
+          reportBroken(end);
+          return false;
+      }
     }
     return true;
   }
@@ -92,8 +103,11 @@ class CpuExec {
     double start = 0;
     double nextCheck = 0;
   };
-  // Yields or sleeps once; false when the wait must end (abort, dead peer, timeout, failure elsewhere).
-  bool keepWaiting(const FifoEnd& end, WaitState* state);
+  enum class Wait { kGoOn, kStop, kBroken };
+  // Yields or sleeps once; kStop when the wait must end (abort, dead peer, timeout, failure
+  // elsewhere; the error is recorded), kBroken when the connection is marked broken.
+  Wait keepWaiting(const FifoEnd& end, WaitState* state);
+  void reportBroken(const FifoEnd& end);
 
   ExecContext& ctx_;
 };

@@ -303,6 +303,8 @@ TEST_P(ProtocolTest, EveryBoundaryMatchesReference) {
   if (slice.net) {
     env.set("NCCL_P2P_DISABLE", "1");
     env.set("NCCL_SHM_DISABLE", "1");
+    // NET connections keep 2 slots unless told otherwise: let the edge settings reach them.
+    env.set("CHORUS_NET_STEPS", std::to_string(fifo.steps));
   }
   TuningLogCapture log(env, "TUNING,INIT");
   const SliceCases cases = buildCases(slice, fifo);
@@ -378,8 +380,9 @@ INSTANTIATE_TEST_SUITE_P(OneThread, ProtocolTest, testing::ValuesIn(oneThreadSli
 INSTANTIATE_TEST_SUITE_P(EdgeSettings, ProtocolTest, testing::ValuesIn(edgeSlices()), sliceName);
 
 // Through the proxy and the socket net: every protocol's steps share one slot there and
-// LL/LL128 publish tail (step_fifo.h). Two and sixteen steps too: sixteen outnumber the
-// socket net's eight requests per comm, so the proxy meets a full request pool.
+// LL/LL128 publish tail (step_fifo.h). Every slice sets its steps on the NET connections
+// too (CHORUS_NET_STEPS); sixteen outnumber the socket net's eight requests per comm, so
+// the proxy meets a full request pool.
 std::vector<ProtocolSlice> netSlices() {
   std::vector<ProtocolSlice> slices;
   for (int nranks : {3, 4}) {
