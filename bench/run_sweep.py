@@ -7,9 +7,10 @@ Per rank count it runs, interleaved and --repeats times each:
   ompi        bench peer mpi_allreduce, Open MPI's defaults (shared memory)
   ompi-tcp    mpi_allreduce with --mca pml ob1 --mca btl self,tcp
   gloo        bench peer gloo_allreduce: Gloo's ring over TCP on 127.0.0.1
-and once per repeat the single-thread memcpy_probe (the physical reference). Per size it
+and once per repeat the single-thread memcpy_probe and, with chorus-tcp, the loopback tcp_probe
+(both directions at once: the ceiling of a 2-rank ring over TCP), the physical references. Per size it
 takes the median time over the repeats and prints Markdown: time and busbw per library,
-peer time / Chorus time (>1: Chorus faster), memcpy GB/s, the goals, and every command run.
+peer time / Chorus time (>1: Chorus faster), the probes' GB/s, the goals, and every command run.
 A program that fails without output (e.g. chorus-tcp before the network transport exists)
 is reported as "n/a" with its reason; the sweep goes on.
 
@@ -34,6 +35,10 @@ ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+"
                  r"\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+(\S+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+(\S+)\s*$")
 MEMCPY_ROW = re.compile(r"^\s*(\d+)\s+\d+\s+([\d.]+)\s+[\d.]+\s*$")
+# tcp_probe rows: size, time (us), GB/s.
+TCP_ROW = re.compile(r"^\s*(\d+)\s+([\d.]+)\s+[\d.]+\s*$")
+# Reference probes, run once per repeat under nranks 0: key -> (program, row format, column title).
+PROBES = {"memcpy": ("memcpy_probe", MEMCPY_ROW, "memcpy GB/s"), "tcp": ("tcp_probe", TCP_ROW, "TCP probe GB/s")}
 MIB = 1 << 20
 PLACEMENT = {"out": "out-of-place", "in": "in-place", "best": "the better of out-of-place and in-place"}
 
@@ -70,7 +75,7 @@ def shell_text(argv, env_extra):
     return " ".join(words)
 
 
-def execute(run, timeout, placement, memcpy=False):
+def execute(run, timeout, placement, probe_row=None):
     """Runs in its own process group so a hang can be ended without touching anything else."""
     env = dict(os.environ, **ROOT_ENV, **run.env_extra)
     started = time.monotonic()
@@ -92,8 +97,8 @@ def execute(run, timeout, placement, memcpy=False):
         run.note = f"timed out after {timeout} s"
     run.banner = next((l for l in out.splitlines() if l.startswith("# ")), "")
     for line in out.splitlines():
-        if memcpy:
-            m = MEMCPY_ROW.match(line)
+        if probe_row:
+            m = probe_row.match(line)
             if m:
                 run.rows[int(m.group(1))] = (float(m.group(2)), 0)
             continue
@@ -133,11 +138,12 @@ def make_runs(args, nranks, peers):
 def run_all(args, peers):
     """results[(nranks, key)] -> list of Run (one per repeat); memcpy runs under nranks 0."""
     results = {}
-    memcpy_argv = [peers["memcpy_probe"], "-b", args.min, "-e", args.max, "-f", str(args.factor),
-                   "-n", str(args.iters), "-w", str(args.warmup)]
+    probe_sweep = ["-b", args.min, "-e", args.max, "-f", str(args.factor), "-n", str(args.iters),
+                   "-w", str(args.warmup)]
     for repeat in range(args.repeats):
         # Interleaved, and rotated per repeat, so slow phases of a noisy machine spread over all.
-        jobs = [(0, "memcpy", peers["memcpy_probe"], memcpy_argv, {})]
+        jobs = [(0, key, peers[program], [peers[program]] + probe_sweep, {}) for key, (program, _, _) in PROBES.items()
+                if key != "tcp" or "chorus-tcp" in args.libraries]
         for nranks in args.ranks:
             jobs += [(nranks,) + spec for spec in make_runs(args, nranks, peers)]
         shift = repeat % len(jobs)
@@ -151,7 +157,7 @@ def run_all(args, peers):
             store = tempfile.mkdtemp(prefix="gloo-store-") if "{store}" in argv else None
             run = Run(key, nranks, [store if a == "{store}" else a for a in argv], env, shell_text(argv, env))
             try:
-                execute(run, args.timeout, args.placement, memcpy=key == "memcpy")
+                execute(run, args.timeout, args.placement, probe_row=PROBES[key][1] if key in PROBES else None)
             finally:
                 if store:
                     shutil.rmtree(store, ignore_errors=True)
@@ -179,9 +185,13 @@ class Summary:
         t = self.usec(nranks, key, size)
         return size / (t * 1e3) * 2 * (nranks - 1) / nranks if t else None
 
-    def memcpy(self, size):
-        t = self.usec(0, "memcpy", size)
+    def probe(self, key, size):
+        """GB/s of a reference probe (memcpy: bytes copied; tcp: bytes each way) / time."""
+        t = self.usec(0, key, size)
         return size / (t * 1e3) if t else None
+
+    def memcpy(self, size):
+        return self.probe("memcpy", size)
 
 
 def size_text(size):
@@ -209,7 +219,8 @@ def table(summary, nranks, keys, lines):
     for key in keys:
         head += [f"{LIBRARIES[key][0]} us", f"{LIBRARIES[key][0]} GB/s"]
     pairs = [(p, c) for p, c in RATIOS if p in keys and c in keys]
-    head += [f"{LIBRARIES[p][0]} / {LIBRARIES[c][0]}" for p, c in pairs] + ["memcpy GB/s"]
+    probes = [k for k in PROBES if summary.time.get((0, k))]
+    head += [f"{LIBRARIES[p][0]} / {LIBRARIES[c][0]}" for p, c in pairs] + [PROBES[k][2] for k in probes]
     lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     sizes = sorted({s for k in keys for s in summary.time.get((nranks, k), {})})
     for size in sizes:
@@ -219,7 +230,7 @@ def table(summary, nranks, keys, lines):
             cells += [usec_text(summary.usec(nranks, key, size)) + mark, num(summary.busbw(nranks, key, size))]
         ratios = [ratio(summary.usec(nranks, p, size), summary.usec(nranks, c, size)) for p, c in pairs]
         cells += ["n/a" if r is None else f"{r:.3g}" for r in ratios]
-        cells.append(num(summary.memcpy(size)))
+        cells += [num(summary.probe(k, size)) for k in probes]
         lines.append("| " + " | ".join(cells) + " |")
     for key in keys:
         if not summary.time.get((nranks, key)):
@@ -294,8 +305,9 @@ def report(args, results, build_commands, loads):
     for nranks in args.ranks:
         lines.append(f"\n## {nranks} ranks\n")
         table(summary, nranks, keys, lines)
-    if summary.note.get((0, "memcpy")):
-        lines.append(f"\nmemcpy probe: {summary.note[0, 'memcpy']}")
+    for key in PROBES:
+        if summary.note.get((0, key)):
+            lines.append(f"\n{PROBES[key][0]}: {summary.note[0, key]}")
     goals(summary, args, lines)
     banners = {r.banner for runs in results.values() for r in runs if r.banner}
     lines.append("\n## Programs\n")
@@ -368,7 +380,8 @@ def main():
     build_commands = build(args) if args.make else []
     args.build = os.path.abspath(args.build)
     bench_dir = os.path.abspath(args.bench_build or os.path.join(args.build, "bench"))
-    peers = {name: os.path.join(bench_dir, name) for name in ("mpi_allreduce", "gloo_allreduce", "memcpy_probe")}
+    peers = {name: os.path.join(bench_dir, name)
+             for name in ("mpi_allreduce", "gloo_allreduce") + tuple(p for p, _, _ in PROBES.values())}
     if not shutil.which("mpirun"):
         sys.exit("mpirun not found (tools/setup-deps.sh installs Open MPI)")
     before = load_average()

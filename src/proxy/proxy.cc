@@ -55,7 +55,7 @@ void Proxy::loop() {
     ++idleRounds;
     if (idleRounds < 64) {
       __builtin_ia32_pause();
-    } else if (idleRounds < 1024) {
+    } else if (idleRounds < 128) {
       sched_yield();
     } else {
       timespec nap{0, 50 * 1000};
