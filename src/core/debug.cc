@@ -24,6 +24,7 @@ struct LogConfig {
 };
 
 std::mutex gLogMutex;
+std::atomic<LogSink> gLogSink{nullptr};
 std::atomic<bool> gLogReady{false};
 LogConfig gLog;
 
@@ -45,10 +46,11 @@ uint64_t parseSubsys(const std::string& list) {
   static const struct {
     const char* name;
     uint64_t bit;
-  } kNames[] = {{"INIT", kSubsysInit},   {"COLL", kSubsysColl},       {"P2P", kSubsysP2p},     {"SHM", kSubsysShm},
-                {"NET", kSubsysNet},     {"GRAPH", kSubsysGraph},     {"TUNING", kSubsysTuning}, {"ENV", kSubsysEnv},
-                {"ALLOC", kSubsysAlloc}, {"CALL", kSubsysCall},       {"PROXY", kSubsysProxy}, {"BOOTSTRAP", kSubsysBootstrap},
-                {"REG", kSubsysReg},     {"ALL", kSubsysAll}};
+  } kNames[] = {{"INIT", kSubsysInit},     {"COLL", kSubsysColl},   {"P2P", kSubsysP2p},
+                {"SHM", kSubsysShm},       {"NET", kSubsysNet},     {"GRAPH", kSubsysGraph},
+                {"TUNING", kSubsysTuning}, {"ENV", kSubsysEnv},     {"ALLOC", kSubsysAlloc},
+                {"CALL", kSubsysCall},     {"PROXY", kSubsysProxy}, {"BOOTSTRAP", kSubsysBootstrap},
+                {"REG", kSubsysReg},       {"ALL", kSubsysAll}};
   bool invert = !list.empty() && list[0] == '^';
   uint64_t mask = 0;
   size_t pos = invert ? 1 : 0;
@@ -69,9 +71,21 @@ std::string expandFileName(const std::string& pattern, const char* host, int pid
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] == '%' && i + 1 < pattern.size()) {
       char c = pattern[i + 1];
-      if (c == 'h') { out += host; ++i; continue; }
-      if (c == 'p') { out += std::to_string(pid); ++i; continue; }
-      if (c == '%') { out += '%'; ++i; continue; }
+      if (c == 'h') {
+        out += host;
+        ++i;
+        continue;
+      }
+      if (c == 'p') {
+        out += std::to_string(pid);
+        ++i;
+        continue;
+      }
+      if (c == '%') {
+        out += '%';
+        ++i;
+        continue;
+      }
     }
     out += pattern[i];
   }
@@ -126,6 +140,10 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
     snprintf(gLastError, sizeof(gLastError), "%s", text);
   }
   if (!logEnabled(level, subsys)) return;
+  if (LogSink sink = gLogSink.load(std::memory_order_acquire)) {
+    sink(level, subsys, file, line, text);
+    return;
+  }
   long tid = syscall(SYS_gettid);
   std::lock_guard<std::mutex> lock(gLogMutex);
   if (level == LogLevel::Warn) {
@@ -136,6 +154,8 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
     fprintf(gLog.file, "%s:%d:%ld [%d] NCCL INFO %s\n", gLog.host, gLog.pid, tid, rank, text);
   }
 }
+
+void setLogSink(LogSink sink) { gLogSink.store(sink, std::memory_order_release); }
 
 void setLogRank(int rank) { tLogRank = rank; }
 int logRank() { return tLogRank; }

@@ -39,6 +39,11 @@ bool logEnabled(LogLevel level, uint64_t subsys);
 void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+// Where formatted lines go instead of NCCL_DEBUG_FILE/stderr, when set: for Chorus code
+// built into a net plugin, which must log through the logger the host library hands it.
+using LogSink = void (*)(LogLevel level, uint64_t subsys, const char* file, int line, const char* text);
+void setLogSink(LogSink sink);
+
 // The rank printed by WARN/INFO lines from this thread (set while a communicator's work runs).
 void setLogRank(int rank);
 int logRank();
@@ -53,22 +58,23 @@ void resetDebugInit();
 }  // namespace chorus
 
 // The few macros here capture __FILE__/__LINE__, which a function cannot.
-#define WARN(...) \
-  ::chorus::logMessage(::chorus::LogLevel::Warn, ::chorus::kSubsysAll, ::chorus::logRank(), __FILE__, __LINE__, __VA_ARGS__)
-#define INFO(subsys, ...)                                                                                          \
-  do {                                                                                                             \
-    if (::chorus::logEnabled(::chorus::LogLevel::Info, (subsys)))                                                 \
+#define WARN(...)                                                                                               \
+  ::chorus::logMessage(::chorus::LogLevel::Warn, ::chorus::kSubsysAll, ::chorus::logRank(), __FILE__, __LINE__, \
+                       __VA_ARGS__)
+#define INFO(subsys, ...)                                                                                             \
+  do {                                                                                                                \
+    if (::chorus::logEnabled(::chorus::LogLevel::Info, (subsys)))                                                     \
       ::chorus::logMessage(::chorus::LogLevel::Info, (subsys), ::chorus::logRank(), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define TRACE(subsys, ...)                                                                                          \
-  do {                                                                                                              \
-    if (::chorus::logEnabled(::chorus::LogLevel::Trace, (subsys)))                                                 \
+#define TRACE(subsys, ...)                                                                                             \
+  do {                                                                                                                 \
+    if (::chorus::logEnabled(::chorus::LogLevel::Trace, (subsys)))                                                     \
       ::chorus::logMessage(::chorus::LogLevel::Trace, (subsys), ::chorus::logRank(), __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 // Propagate a failing ncclResult_t to the caller.
-#define CHORUS_CHECK(call)                          \
-  do {                                              \
-    ncclResult_t chorus_res_ = (call);              \
+#define CHORUS_CHECK(call)                              \
+  do {                                                  \
+    ncclResult_t chorus_res_ = (call);                  \
     if (chorus_res_ != ncclSuccess) return chorus_res_; \
   } while (0)

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/debug.h"
 #include "net/net_plugin_abi.h"
 #include "net/socket_net.h"
 
@@ -17,7 +18,19 @@ chorus::SocketNet* net = nullptr;
 // getProperties hands out char*: the strings live here until the library is unloaded.
 std::map<int, std::unique_ptr<chorus::NetProperties>> properties;
 
+// Chorus' logging inside the plugin goes to the host's logger, as a plugin's must (its own
+// copy would open the host's NCCL_DEBUG_FILE a second time and overwrite its lines).
+ncclDebugLogger_t hostLogger = nullptr;
+
+void logToHost(chorus::LogLevel level, uint64_t subsys, const char* file, int line, const char* text) {
+  if (hostLogger == nullptr) return;
+  const ncclDebugLogLevel hostLevel = level == chorus::LogLevel::Warn ? NCCL_LOG_WARN : NCCL_LOG_INFO;
+  hostLogger(hostLevel, static_cast<unsigned long>(subsys), file, line, "%s", text);
+}
+
 ncclResult_t pluginInit(ncclDebugLogger_t logFunction) {
+  hostLogger = logFunction;
+  if (logFunction != nullptr) chorus::setLogSink(logToHost);
   if (net == nullptr) {
     auto created = std::make_unique<chorus::SocketNet>();
     ncclResult_t result = created->init();

@@ -107,7 +107,12 @@ NetPluginAdapter::~NetPluginAdapter() {
 }
 
 ncclResult_t NetPluginAdapter::checked(const char* what, ncclResult_t result) const {
-  if (result != ncclSuccess) {
+  if (result == ncclRemoteError) {
+    // The peer's side: it closed or failed (also how a peer that is done looks). The plugin
+    // logs the details; whoever waits on the connection WARNs, naming the peer rank.
+    INFO(kSubsysNet, "NET/Plugin %s (%s): %s failed: %s (%d)", name_.c_str(), path_.c_str(), what,
+         ncclGetErrorString(result), static_cast<int>(result));
+  } else if (result != ncclSuccess) {
     WARN("NET/Plugin %s (%s): %s failed: %s (%d)", name_.c_str(), path_.c_str(), what, ncclGetErrorString(result),
          static_cast<int>(result));
   }
