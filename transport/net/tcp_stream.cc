@@ -23,7 +23,7 @@ ncclResult_t TcpStream::startConnect(const SocketAddress& address, TcpStream* ou
     WARN("NET/Socket: socket() for connecting to %s failed: %s", address.toString().c_str(), strerror(errno));
     return ncclSystemError;
   }
-  stream.setNoDelay();
+  stream.setStreamOptions();
   int rc = ::connect(stream.fd_, address.sa(), address.length());
   // Interrupted or not: a non-blocking connect goes on in the background.
   if (rc != 0 && errno != EINPROGRESS && errno != EINTR) {
@@ -65,7 +65,7 @@ ncclResult_t TcpStream::tryAccept(const Socket& listener, TcpStream* out) {
       address.assign(reinterpret_cast<sockaddr*>(&peer), len);
       *out = TcpStream(fd, address);
       out->connected_ = true;
-      out->setNoDelay();
+      out->setStreamOptions();
       return ncclSuccess;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -111,9 +111,19 @@ ncclResult_t TcpStream::recvSome(void* data, size_t size, size_t* received, bool
 }
 
 // Messages are latency-bound headers followed by payload chunks: do not let Nagle hold them.
-void TcpStream::setNoDelay() {
+// Keepalive and a user timeout notice a peer host that vanished without closing (power
+// loss, a cut link) within about 25 s, under the 30 s the dead-peer rule allows: a
+// process that dies is noticed at once, its kernel closes the connection.
+void TcpStream::setStreamOptions() {
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int idleSec = 10, intervalSec = 5, probes = 3;
+  unsigned int userTimeoutMs = 25000;
+  setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPIDLE, &idleSec, sizeof(idleSec));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPINTVL, &intervalSec, sizeof(intervalSec));
+  setsockopt(fd_, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes));
+  setsockopt(fd_, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof(userTimeoutMs));
 }
 
 }  // namespace chorus

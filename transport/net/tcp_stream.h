@@ -47,7 +47,7 @@ class TcpStream {
 
  private:
   TcpStream(int fd, const SocketAddress& peer) : fd_(fd), peer_(peer) {}
-  void setNoDelay();
+  void setStreamOptions();  // TCP_NODELAY, keepalive, user timeout
 
   int fd_ = -1;
   SocketAddress peer_;
