@@ -10,9 +10,22 @@ namespace chorus {
 using namespace socket_net_wire;
 
 SocketComm::SocketComm(bool sending, std::vector<TcpStream> streams)
-    : magic_(sending ? kSendMagic : kRecvMagic), control_(std::move(streams.front())) {
-  for (size_t i = 1; i < streams.size(); ++i) data_.push_back({std::move(streams[i])});
+    : magic_(sending ? kSendMagic : kRecvMagic), control_(std::move(streams.front())), data_(streams.size() - 1) {
+  for (size_t i = 1; i < streams.size(); ++i) data_[i - 1].stream = std::move(streams[i]);
   for (auto& request : pool_) request.comm = this;
+}
+
+SocketComm::~SocketComm() = default;  // helpers_, declared last, stops and joins first
+
+// NCCL_SOCKET_NTHREADS unset or 1 means no helper threads at all: test() moves the data
+// itself, exactly as before helpers existed, so a small machine pays for no idle threads.
+// The receiver's socket count wins (it travels in the handle), so a sender asking for
+// more threads than the connection has data sockets gets one per socket.
+ncclResult_t SocketComm::startHelpers(uint32_t threads) {
+  if (threads < 2 || helpers_.count() > 0) return ncclSuccess;
+  threads = std::min(threads, static_cast<uint32_t>(data_.size()));
+  return helpers_.start(threads,
+                        [this](uint32_t helper, std::vector<pollfd>* waitFor) { return helperStep(helper, waitFor); });
 }
 
 ncclResult_t SocketComm::post(char* data, size_t size, NetRequest** request) {
@@ -38,7 +51,7 @@ ncclResult_t SocketComm::test(SocketRequest* request, int* done, int* size) {
   if (request->state == SocketRequest::State::Active) {
     // A request that completed in the same pass as a later failure is still done: the
     // peer's last message before it closed the connection must not be lost.
-    const ncclResult_t result = progress();
+    const ncclResult_t result = helpers_.count() > 0 ? progressWithHelpers() : progress();
     if (result != ncclSuccess && request->state != SocketRequest::State::Complete) return result;
   }
   if (request->state == SocketRequest::State::Complete) {
@@ -61,18 +74,58 @@ ncclResult_t SocketComm::progress() {
     retire();
     if (!moved) break;
   }
-  if (controlClosed_ && headSeq_ == controlSeq_ && controlSeq_ < tailSeq_) {
+  return error_ = closedBetweenMessages();
+}
+
+ncclResult_t SocketComm::closedBetweenMessages() const {
+  const uint64_t control = controlSeq_.load(std::memory_order_relaxed);
+  if (controlClosed_ && headSeq_ == control && control < tailSeq_) {
     // Closed between messages: how a peer that destroyed its communicator looks, so no
     // WARN here; whoever waits for a message from it reports the loss.
     INFO(kSubsysNet, "NET/Socket: connection from %s closed by the peer", control_.peerName().c_str());
-    return error_ = ncclRemoteError;
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
+// The caller's part with helpers: the control stream and completion. The helpers'
+// error is read before retire(): the ranges a helper finished before it failed are then
+// visible, so a message complete before the failure is still reported done. A failed
+// comm stops its helpers before it reports the error: the other helpers could still be
+// writing into buffers that the caller may free once it has seen the error.
+ncclResult_t SocketComm::progressWithHelpers() {
+  if (error_ != ncclSuccess) return error_;
+  const uint64_t announced = controlSeq_.load(std::memory_order_relaxed);
+  bool moved = false;
+  ncclResult_t result = progressControl(&moved);
+  if (controlSeq_.load(std::memory_order_relaxed) != announced) helpers_.wake();
+  const ncclResult_t helperError = helpers_.error();
+  retire();
+  if (result == ncclSuccess) result = helperError;
+  if (result == ncclSuccess) result = closedBetweenMessages();
+  if (result != ncclSuccess) helpers_.stop();  // from now on progress() only returns error_
+  return error_ = result;
+}
+
+// Helper `helper`'s data streams are an even share of them, in order.
+ncclResult_t SocketComm::helperStep(uint32_t helper, std::vector<pollfd>* waitFor) {
+  const size_t count = data_.size();
+  const size_t threads = helpers_.count();
+  const short events = sending() ? POLLOUT : POLLIN;
+  for (size_t i = count * helper / threads; i < count * (helper + 1) / threads; ++i) {
+    bool moved = false;
+    CHORUS_CHECK(progressData(static_cast<uint32_t>(i), &moved));
+    DataStream& stream = data_[i];
+    if (stream.seq.load(std::memory_order_relaxed) < controlSeq_.load(std::memory_order_acquire)) {
+      waitFor->push_back({stream.stream.fd(), events, 0});
+    }
   }
   return ncclSuccess;
 }
 
 ncclResult_t SocketComm::progressControl(bool* moved) {
-  while (controlSeq_ < tailSeq_ && !controlClosed_) {
-    SocketRequest& request = requestAt(controlSeq_);
+  while (controlSeq_.load(std::memory_order_relaxed) < tailSeq_ && !controlClosed_) {
+    SocketRequest& request = requestAt(controlSeq_.load(std::memory_order_relaxed));
     char* bytes = reinterpret_cast<char*>(&header_);
     size_t n = 0;
     if (sending()) {
@@ -92,7 +145,8 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
     if (headerDone_ < sizeof(Header)) return ncclSuccess;
     if (!sending()) CHORUS_CHECK(acceptHeader(request));
     headerDone_ = 0;
-    ++controlSeq_;
+    // Release: a helper that sees the new count sees the request's data and size.
+    controlSeq_.store(controlSeq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
   return ncclSuccess;
 }
@@ -114,8 +168,10 @@ ncclResult_t SocketComm::acceptHeader(SocketRequest& request) {
 
 ncclResult_t SocketComm::progressData(uint32_t index, bool* moved) {
   DataStream& stream = data_[index];
-  while (stream.seq < controlSeq_) {
-    SocketRequest& request = requestAt(stream.seq);
+  // Without helpers all of this is the caller's; with them, only helper `index`'s.
+  uint64_t seq = stream.seq.load(std::memory_order_relaxed);
+  while (seq < controlSeq_.load(std::memory_order_acquire)) {
+    SocketRequest& request = requestAt(seq);
     ChunkRange range = chunkRange(request.size, index, static_cast<uint32_t>(data_.size()));
     size_t length = range.end - range.begin;
     if (stream.done < length) {
@@ -132,17 +188,18 @@ ncclResult_t SocketComm::progressData(uint32_t index, bool* moved) {
       *moved |= n > 0;
       if (stream.done < length) return ncclSuccess;
     }
-    ++stream.seq;
     stream.done = 0;
+    // Release: retire() in the caller sees the bytes of this range once it sees the count.
+    stream.seq.store(++seq, std::memory_order_release);
   }
   return ncclSuccess;
 }
 
 // The oldest message is complete once every data stream has moved past it.
 void SocketComm::retire() {
-  while (headSeq_ < controlSeq_) {
+  while (headSeq_ < controlSeq_.load(std::memory_order_relaxed)) {
     for (const DataStream& stream : data_) {
-      if (stream.seq <= headSeq_) return;
+      if (stream.seq.load(std::memory_order_acquire) <= headSeq_) return;
     }
     requestAt(headSeq_++).state = SocketRequest::State::Complete;
   }

@@ -1,10 +1,14 @@
 // One side of a socket net connection: the per-connection data path. A message is a
 // header on the control stream, then the payload cut into one range per data stream
 // (see socket_net_wire::chunkRange). test() runs a non-blocking state machine over the
-// streams, because the socket net has no helper threads to wait on them.
+// streams. With helper threads (NCCL_SOCKET_NTHREADS >= 2, see startHelpers) test()
+// keeps only the control stream and completion; the helpers move the data ranges.
 #pragma once
 
+#include <poll.h>
+
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +16,7 @@
 
 #include "nccl.h"
 #include "net/net.h"
+#include "net/socket_helpers.h"
 #include "net/socket_net.h"  // SocketNet::kMaxRequests, the pool size it promises callers
 #include "net/socket_net_wire.h"
 #include "net/tcp_stream.h"
@@ -37,6 +42,14 @@ class SocketComm {
  public:
   // `streams`: the control stream first, then the data streams in order.
   SocketComm(bool sending, std::vector<TcpStream> streams);
+  ~SocketComm();  // stops and joins the helpers before the streams close
+  SocketComm(const SocketComm&) = delete;
+  SocketComm& operator=(const SocketComm&) = delete;
+
+  // Hands the data streams to `threads` helper threads (clamped to the data streams);
+  // 0 or 1 keeps today's single-threaded data path. Call once, before the first post().
+  ncclResult_t startHelpers(uint32_t threads);
+  uint32_t helperThreads() const { return helpers_.count(); }
 
   bool sending() const { return magic_ == kSendMagic; }
   // The magic tells a send comm from a receive comm behind an opaque pointer.
@@ -53,15 +66,25 @@ class SocketComm {
   static constexpr uint32_t kSendMagic = 0x534e4453u;
   static constexpr uint32_t kRecvMagic = 0x534e4452u;
 
+  // Who owns what. Without helpers, everything is the calling thread's. With helpers,
+  // helper t of T alone touches data streams [t*n/T, (t+1)*n/T) (`stream`, `done`,
+  // the bytes of their ranges); it publishes `seq` with a release store once a range is done,
+  // and the caller's retire() reads it with an acquire load. Everything else (pool,
+  // cursors, header, control stream) stays the caller's; helpers only read controlSeq_
+  // (acquire) and, for the messages below it, the data and size of their requests, which
+  // the caller wrote before it released controlSeq_ and rewrites only after retire().
   struct DataStream {
     TcpStream stream;
-    uint64_t seq = 0;  // the message this stream is on
-    size_t done = 0;   // bytes of its range moved
+    std::atomic<uint64_t> seq = 0;  // the message this stream is on
+    size_t done = 0;                // bytes of its range moved
   };
 
   SocketRequest& requestAt(uint64_t seq) { return pool_[order_[seq % order_.size()]]; }
 
   ncclResult_t progress();
+  ncclResult_t progressWithHelpers();
+  ncclResult_t closedBetweenMessages() const;
+  ncclResult_t helperStep(uint32_t helper, std::vector<pollfd>* waitFor);
   ncclResult_t progressControl(bool* moved);
   ncclResult_t acceptHeader(SocketRequest& request);
   ncclResult_t progressData(uint32_t index, bool* moved);
@@ -75,7 +98,7 @@ class SocketComm {
   std::array<SocketRequest, SocketNet::kMaxRequests> pool_;
   std::array<uint8_t, SocketNet::kMaxRequests> order_{};  // pool indices by sequence number
   uint64_t headSeq_ = 0;                                  // oldest message not yet complete
-  uint64_t controlSeq_ = 0;                               // next header to send or receive
+  std::atomic<uint64_t> controlSeq_ = 0;                  // next header to send or receive
   uint64_t tailSeq_ = 0;                                  // next message to post
   socket_net_wire::Header header_{};
   size_t headerDone_ = 0;
@@ -83,6 +106,7 @@ class SocketComm {
   // already announced may still be on the data sockets, so the comm fails only once
   // those are in and a posted receive waits for a header that cannot come.
   bool controlClosed_ = false;
+  SocketHelpers helpers_;  // last: joined before anything it reads is destroyed
 };
 
 }  // namespace chorus

@@ -47,8 +47,13 @@ std::string pciPath(const std::string& ifname) {
   return realpath(link.c_str(), resolved) != nullptr ? resolved : "";
 }
 
-// NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, each clamped with a WARN.
-int dataSocketsSetting() {
+struct SocketSettings {
+  int threads;      // NCCL_SOCKET_NTHREADS: helper threads per comm (1: none)
+  int dataSockets;  // NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD
+};
+
+// NCCL_SOCKET_NTHREADS and NCCL_NSOCKS_PERTHREAD, each clamped with a WARN.
+SocketSettings socketSettings() {
   int64_t threads = envInt("NCCL_SOCKET_NTHREADS", 1);
   int64_t socks = envInt("NCCL_NSOCKS_PERTHREAD", 1);
   if (threads < 1 || threads > kMaxThreads) {
@@ -66,7 +71,7 @@ int dataSocketsSetting() {
         static_cast<long long>(clamped));
     socks = clamped;
   }
-  return static_cast<int>(socks * threads);
+  return {static_cast<int>(threads), static_cast<int>(socks * threads)};
 }
 
 }  // namespace
@@ -94,12 +99,15 @@ ncclResult_t SocketNet::init() {
          list.empty() ? "<unset>" : list.c_str(), envString("NCCL_SOCKET_FAMILY", "<unset>").c_str());
     return ncclSystemError;
   }
-  dataSockets_ = dataSocketsSetting();
+  const SocketSettings settings = socketSettings();
+  helperThreads_ = settings.threads;
+  dataSockets_ = settings.dataSockets;
   std::string names;
   for (size_t i = 0; i < devices_.size(); ++i) {
     names += " [" + std::to_string(i) + "]" + devices_[i].name + ":" + devices_[i].address.hostToString();
   }
-  INFO(kSubsysInit | kSubsysNet, "NET/Socket: using%s; %d data socket(s) per connection", names.c_str(), dataSockets_);
+  INFO(kSubsysInit | kSubsysNet, "NET/Socket: using%s; %d data socket(s) per connection, %d helper thread(s) per comm",
+       names.c_str(), dataSockets_, helperThreads_ < 2 ? 0 : helperThreads_);
   initialized_ = true;
   return ncclSuccess;
 }
@@ -195,8 +203,9 @@ ncclResult_t SocketNet::connect(int dev, void* handle, NetSendComm** sendComm) {
                     : nullptr;
     pendingConnects_.erase(it);
     if (comm == nullptr) return result;
-    INFO(kSubsysNet, "NET/Socket: connected to %s with %zu data socket(s)", comm->peerName().c_str(),
-         comm->dataSockets());
+    CHORUS_CHECK(comm->startHelpers(static_cast<uint32_t>(helperThreads_)));
+    INFO(kSubsysNet, "NET/Socket: connected to %s with %zu data socket(s), %u helper thread(s)",
+         comm->peerName().c_str(), comm->dataSockets(), comm->helperThreads());
     *sendComm = reinterpret_cast<NetSendComm*>(comm.get());
     comms_.emplace(comm.get(), std::move(comm));
   }
@@ -213,8 +222,9 @@ ncclResult_t SocketNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm
   CHORUS_CHECK(it->second->progress(&streams));
   if (streams.empty()) return ncclSuccess;
   auto comm = std::make_unique<SocketComm>(/*sending=*/false, std::move(streams));
-  INFO(kSubsysNet, "NET/Socket: accepted a connection from %s on %s with %zu data socket(s)", comm->peerName().c_str(),
-       it->second->address().c_str(), comm->dataSockets());
+  CHORUS_CHECK(comm->startHelpers(static_cast<uint32_t>(helperThreads_)));
+  INFO(kSubsysNet, "NET/Socket: accepted a connection from %s on %s with %zu data socket(s), %u helper thread(s)",
+       comm->peerName().c_str(), it->second->address().c_str(), comm->dataSockets(), comm->helperThreads());
   *recvComm = reinterpret_cast<NetRecvComm*>(comm.get());
   comms_.emplace(comm.get(), std::move(comm));
   return ncclSuccess;

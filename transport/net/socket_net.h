@@ -7,13 +7,19 @@
 //   NCCL_NSOCKS_PERTHREAD, NCCL_SOCKET_NTHREADS
 //                          their product is the number of data sockets per connection
 //                          (default 1, at most 64). The receiver's values win: they
-//                          travel in the listen handle.
+//                          travel in the listen handle. NCCL_SOCKET_NTHREADS (at most
+//                          16) is also each side's helper threads per comm, see below.
 //
 // A connection is one control socket plus the data sockets. A message is a header (its
 // size) on the control socket and the payload cut into one contiguous range per data
 // socket (at least kMinChunkBytes each), so several TCP streams carry a large message.
-// There are no helper threads: test() runs a non-blocking state machine over the
-// sockets of its comm, moving whatever the kernel accepts, and returns.
+// With NCCL_SOCKET_NTHREADS unset or 1 there are no helper threads: test() runs a
+// non-blocking state machine over the sockets of its comm, moving whatever the kernel
+// accepts, and returns (a 2-core machine pays for no idle threads). With 2 or more, each
+// send and receive comm starts that many helper threads (at most one per data socket of
+// the connection); helper t owns an even share of the data sockets, moves their ranges
+// of each announced message and sleeps in poll() when it has none. test() then keeps the
+// control socket and the headers, and reports completion once every range is in.
 //
 // This file owns devices and the maps from opaque handles to objects; the parts live in
 // socket_net_wire.h (format), tcp_stream (non-blocking socket), pending_connect and
@@ -68,6 +74,8 @@ class SocketNet final : public Net {
 
   // Data sockets per connection this net's listeners ask for (after clamping).
   int dataSocketsPerConnection() const { return dataSockets_; }
+  // NCCL_SOCKET_NTHREADS after clamping; helper threads run per comm only when >= 2.
+  int helperThreadsSetting() const { return helperThreads_; }
 
  private:
   ncclResult_t checkDevice(const char* call, int dev) const;
@@ -76,6 +84,7 @@ class SocketNet final : public Net {
   bool initialized_ = false;
   std::vector<NetInterface> devices_;
   int dataSockets_ = 1;
+  int helperThreads_ = 1;
   // Listen, connect, accept and close may come from different threads; data calls on
   // one comm come from one thread at a time and do not take this lock.
   std::mutex mutex_;

@@ -1,6 +1,7 @@
 // A non-blocking TCP stream for the socket net: connect, accept and partial send/recv
-// that never wait, because the socket net has no helper threads and only moves what the
-// kernel takes or holds at each test().
+// that never wait: the socket net moves only what the kernel takes or holds at each
+// test() (or, with NCCL_SOCKET_NTHREADS >= 2, at each step of a helper thread, which
+// waits in poll() on fd()).
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,8 @@ class TcpStream {
   }
 
   bool valid() const { return fd_ >= 0; }
+  // For poll() in the socket net's helper threads, which wait on their data sockets.
+  int fd() const { return fd_; }
   std::string peerName() const { return peer_.toString(); }
   void close();
 
