@@ -20,6 +20,7 @@
 #include "net/ib_comm.h"
 #include "net/ib_connect.h"
 #include "net/ib_net_wire.h"
+#include "net/net_arguments.h"
 
 namespace chorus {
 
@@ -253,10 +254,7 @@ ncclResult_t IbNet::isend(NetSendComm* comm, void* data, int size, int /*tag*/, 
                           NetRequest** request) {
   if (request != nullptr) *request = nullptr;
   if (comm == nullptr || request == nullptr) return invalid("isend(): null comm or request");
-  if (size < 0 || (data == nullptr && size > 0)) {
-    WARN("NET/IB : isend(): bad buffer %p of %d bytes", data, size);
-    return ncclInvalidArgument;
-  }
+  CHORUS_CHECK(checkNetBuffer("IB", "isend", data, size));
   auto* ibComm = reinterpret_cast<IbComm*>(comm);
   if (!ibComm->isKind(/*sending=*/true)) return invalid("isend(): not a send comm of the IB net");
   return ibComm->post(data, static_cast<size_t>(size), mhandle, request);
@@ -268,14 +266,7 @@ ncclResult_t IbNet::irecv(NetRecvComm* comm, int n, void** data, int* sizes, int
   if (comm == nullptr || request == nullptr || data == nullptr || sizes == nullptr) {
     return invalid("irecv(): null comm, data, sizes or request");
   }
-  if (n != 1) {
-    WARN("NET/IB : irecv(): %d receives at once; the IB net takes exactly 1 (maxRecvs)", n);
-    return ncclInvalidArgument;
-  }
-  if (sizes[0] < 0 || (data[0] == nullptr && sizes[0] > 0)) {
-    WARN("NET/IB : irecv(): bad buffer %p of %d bytes", data[0], sizes[0]);
-    return ncclInvalidArgument;
-  }
+  CHORUS_CHECK(checkSingleReceive("IB", n, data, sizes));
   auto* ibComm = reinterpret_cast<IbComm*>(comm);
   if (!ibComm->isKind(/*sending=*/false)) return invalid("irecv(): not a receive comm of the IB net");
   return ibComm->post(data[0], static_cast<size_t>(sizes[0]), mhandles != nullptr ? mhandles[0] : nullptr, request);

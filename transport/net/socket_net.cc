@@ -11,6 +11,7 @@
 
 #include "core/debug.h"
 #include "core/env.h"
+#include "net/net_arguments.h"
 #include "net/pending_connect.h"
 #include "net/socket_comm.h"
 #include "net/socket_listener.h"
@@ -253,10 +254,7 @@ ncclResult_t SocketNet::isend(NetSendComm* comm, void* data, int size, int /*tag
                               NetRequest** request) {
   if (comm == nullptr || request == nullptr) return invalid("isend(): null comm or request");
   *request = nullptr;
-  if (size < 0 || (data == nullptr && size > 0)) {
-    WARN("NET/Socket: isend(): bad buffer %p of %d bytes", data, size);
-    return ncclInvalidArgument;
-  }
+  CHORUS_CHECK(checkNetBuffer("Socket", "isend", data, size));
   auto* socketComm = reinterpret_cast<SocketComm*>(comm);
   if (!socketComm->isKind(/*sending=*/true)) return invalid("isend(): not a send comm");
   return socketComm->post(static_cast<char*>(data), static_cast<size_t>(size), request);
@@ -268,14 +266,7 @@ ncclResult_t SocketNet::irecv(NetRecvComm* comm, int n, void** data, int* sizes,
     return invalid("irecv(): null comm, data, sizes or request");
   }
   *request = nullptr;
-  if (n != 1) {
-    WARN("NET/Socket: irecv(): %d receives at once; the socket net takes exactly 1", n);
-    return ncclInvalidArgument;
-  }
-  if (sizes[0] < 0 || (data[0] == nullptr && sizes[0] > 0)) {
-    WARN("NET/Socket: irecv(): bad buffer %p of %d bytes", data[0], sizes[0]);
-    return ncclInvalidArgument;
-  }
+  CHORUS_CHECK(checkSingleReceive("Socket", n, data, sizes));
   auto* socketComm = reinterpret_cast<SocketComm*>(comm);
   if (!socketComm->isKind(/*sending=*/false)) return invalid("irecv(): not a receive comm");
   return socketComm->post(static_cast<char*>(data[0]), static_cast<size_t>(sizes[0]), request);

@@ -1,0 +1,23 @@
+#include "net/net_arguments.h"
+
+#include "core/debug.h"
+
+namespace chorus {
+
+ncclResult_t checkNetBuffer(const char* net, const char* call, const void* data, int size) {
+  if (size < 0 || (data == nullptr && size > 0)) {
+    WARN("NET/%s : %s(): bad buffer %p of %d bytes", net, call, data, size);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t checkSingleReceive(const char* net, int n, void* const* data, const int* sizes) {
+  if (n != 1) {
+    WARN("NET/%s : irecv(): %d receives at once; this net takes exactly 1 (maxRecvs)", net, n);
+    return ncclInvalidArgument;
+  }
+  return checkNetBuffer(net, "irecv", data[0], sizes[0]);
+}
+
+}  // namespace chorus

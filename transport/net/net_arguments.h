@@ -1,0 +1,14 @@
+// Argument checks every built-in Net makes the same way; the WARN names the net and call.
+#pragma once
+
+#include "nccl.h"
+
+namespace chorus {
+
+// A buffer handed to isend/irecv: a size >= 0, and data unless the size is 0.
+ncclResult_t checkNetBuffer(const char* net, const char* call, const void* data, int size);
+
+// irecv's arrays: the built-in nets take exactly one receive per call (maxRecvs 1).
+ncclResult_t checkSingleReceive(const char* net, int n, void* const* data, const int* sizes);
+
+}  // namespace chorus
