@@ -43,6 +43,12 @@ constexpr int kNcclSteps = 8;       // default slots per connection, as NCCL_STE
 constexpr int kMaxSteps = 16;       // slot counts are powers of two up to this
 constexpr size_t kCacheLine = 128;  // keeps the two counters on separate lines (also on GPUs)
 
+// Why a connection broke, as stored in StepFifoControl::broken (0: it did not).
+enum BrokenCause : uint32_t {
+  kBrokenByPeer = 1,  // the rank at the other end failed or aborted and said so
+  kBrokenNet = 2,     // the network connection failed or was closed by the peer
+};
+
 struct StepFifoControl {
   alignas(kCacheLine) uint64_t tail;
   alignas(kCacheLine) uint64_t head;

@@ -80,9 +80,10 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
 void CpuExec::reportBroken(const FifoEnd& end) {
   const uint32_t cause = __atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE);
   WARN("Rank %d: the connection with peer rank %d is broken: %s", ctx_.rank, end.peer,
-       cause == 1 ? "that rank's work failed or it aborted"
-                  : "the network connection failed or the peer closed it (it exited, was killed, or destroyed "
-                    "its communicator)");
+       cause == kBrokenByPeer
+           ? "that rank's work failed or it aborted"
+           : "the network connection failed or the peer closed it (it exited, was killed, or destroyed "
+             "its communicator)");
   ctx_.setError(ncclRemoteError);
 }
 

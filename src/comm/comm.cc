@@ -22,18 +22,12 @@ ncclComm::~ncclComm() {
 void ncclComm::breakConnections() {
   // A P2P sender's FIFO is its peer's memory, which a peer in this process may already
   // have freed; its receivers (this rank's memory) still carry the news.
-  auto mark = [](chorus::Connection& c) {
+  forEachConnection([](chorus::Connection& c) {
     if (!c.connected() || c.resource == nullptr) return;
     uint32_t expected = 0;  // keep the first cause
-    __atomic_compare_exchange_n(&c.end.ctrl->broken, &expected, static_cast<uint32_t>(1), false, __ATOMIC_RELEASE,
-                                __ATOMIC_RELAXED);
-  };
-  for (chorus::Channel& ch : channels) {
-    for (chorus::Connection& c : ch.send) mark(c);
-    for (chorus::Connection& c : ch.recv) mark(c);
-  }
-  for (chorus::Connection& c : p2pSend) mark(c);
-  for (chorus::Connection& c : p2pRecv) mark(c);
+    __atomic_compare_exchange_n(&c.end.ctrl->broken, &expected, static_cast<uint32_t>(chorus::kBrokenByPeer), false,
+                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  });
 }
 
 void ncclComm::refreshView() {

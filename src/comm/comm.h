@@ -106,6 +106,16 @@ struct ncclComm {
   ncclComm& operator=(const ncclComm&) = delete;
 
   void refreshView();
+  // Calls f(connection) for every ring/tree and send/recv connection, connected or not.
+  template <typename F>
+  void forEachConnection(F&& f) {
+    for (chorus::Channel& ch : channels) {
+      for (chorus::Connection& c : ch.send) f(c);
+      for (chorus::Connection& c : ch.recv) f(c);
+    }
+    for (chorus::Connection& c : p2pSend) f(c);
+    for (chorus::Connection& c : p2pRecv) f(c);
+  }
   // Tells every peer this rank gave up on the communicator (its work failed, or it was
   // aborted): their waits on these connections then fail at once instead of timing out.
   void breakConnections();

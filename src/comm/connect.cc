@@ -29,14 +29,11 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn)
 }
 
 ncclResult_t awaitConnections(ncclComm* comm) {
-  auto await = [comm](Connection& c) { return c.resource ? c.resource->awaitReady(&comm->abortFlag) : ncclSuccess; };
-  for (Channel& ch : comm->channels) {
-    for (Connection& c : ch.send) CHORUS_CHECK(await(c));
-    for (Connection& c : ch.recv) CHORUS_CHECK(await(c));
-  }
-  for (Connection& c : comm->p2pSend) CHORUS_CHECK(await(c));
-  for (Connection& c : comm->p2pRecv) CHORUS_CHECK(await(c));
-  return ncclSuccess;
+  ncclResult_t result = ncclSuccess;
+  comm->forEachConnection([&](Connection& c) {
+    if (result == ncclSuccess && c.resource) result = c.resource->awaitReady(&comm->abortFlag);
+  });
+  return result;
 }
 
 }  // namespace chorus

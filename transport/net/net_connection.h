@@ -19,12 +19,6 @@
 
 namespace chorus {
 
-// Why a connection broke, as stored in StepFifoControl::broken.
-enum BrokenCause : uint32_t {
-  kBrokenByPeer = 1,  // the rank at the other end failed or aborted and said so
-  kBrokenNet = 2,     // the network connection failed or was closed by the peer
-};
-
 class NetConnection final : public ProxyConnection, public ConnectionResource {
  public:
   enum class State { Connecting, Ready, Failed };
