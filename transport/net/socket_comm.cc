@@ -101,7 +101,12 @@ ncclResult_t SocketComm::progressWithHelpers() {
   if (controlSeq_.load(std::memory_order_relaxed) != announced) helpers_.wake();
   const ncclResult_t helperError = helpers_.error();
   retire();
-  if (result == ncclSuccess) result = helperError;
+  // A helper's failure fails its message and those after it. The messages before it
+  // still complete on the other helpers' streams: their bytes are in socket buffers.
+  const uint64_t failedAt = helperFailedSeq_.load(std::memory_order_relaxed);
+  if (result == ncclSuccess && helperError != ncclSuccess && (failedAt == kNotAttributed || headSeq_ >= failedAt)) {
+    result = helperError;
+  }
   if (result == ncclSuccess) result = closedBetweenMessages();
   if (result != ncclSuccess) helpers_.stop();  // from now on progress() only returns error_
   return error_ = result;
@@ -114,8 +119,14 @@ ncclResult_t SocketComm::helperStep(uint32_t helper, std::vector<pollfd>* waitFo
   const short events = sending() ? POLLOUT : POLLIN;
   for (size_t i = count * helper / threads; i < count * (helper + 1) / threads; ++i) {
     bool moved = false;
-    CHORUS_CHECK(progressData(static_cast<uint32_t>(i), &moved));
     DataStream& stream = data_[i];
+    if (ncclResult_t result = progressData(static_cast<uint32_t>(i), &moved); result != ncclSuccess) {
+      const uint64_t failedAt = stream.seq.load(std::memory_order_relaxed);
+      uint64_t lowest = helperFailedSeq_.load(std::memory_order_relaxed);
+      while (failedAt < lowest && !helperFailedSeq_.compare_exchange_weak(lowest, failedAt)) {
+      }
+      return result;
+    }
     if (stream.seq.load(std::memory_order_relaxed) < controlSeq_.load(std::memory_order_acquire)) {
       waitFor->push_back({stream.stream.fd(), events, 0});
     }

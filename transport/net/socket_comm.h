@@ -106,6 +106,10 @@ class SocketComm {
   // already announced may still be on the data sockets, so the comm fails only once
   // those are in and a posted receive waits for a header that cannot come.
   bool controlClosed_ = false;
+  // The lowest message a helper failed on; kNotAttributed for a failure outside any
+  // message (poll()), which fails the comm at once. Written before the helper's error.
+  static constexpr uint64_t kNotAttributed = UINT64_MAX;
+  std::atomic<uint64_t> helperFailedSeq_ = kNotAttributed;
   SocketHelpers helpers_;  // last: joined before anything it reads is destroyed
 };
 
