@@ -1,0 +1,120 @@
+#include "collective_queue.h"
+
+#include <sched.h>
+
+#include <utility>
+
+namespace chorus_torch {
+
+std::string describeResult(ncclResult_t result) {
+  std::string text = ncclGetErrorString(result);
+  const char* last = ncclGetLastError(nullptr);
+  if (last != nullptr && last[0] != '\0') text += std::string(": ") + last;
+  return text;
+}
+
+double CollectiveQueue::monotonicSeconds(Clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+ncclResult_t CollectiveQueue::awaitComm(ncclComm_t comm, Clock::time_point deadline) {
+  for (unsigned polls = 0;; ++polls) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
+    if (queried != ncclSuccess) return queried;
+    if (state != ncclInProgress) return state;
+    if (Clock::now() >= deadline) return ncclInProgress;
+    if (polls < 64) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    } else if (polls < 192) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+CollectiveQueue::CollectiveQueue(ncclComm_t comm, std::chrono::milliseconds timeout)
+    : comm_(comm), timeout_(timeout), thread_([this] { loop(); }) {}
+
+CollectiveQueue::~CollectiveQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  if (!failure_.empty()) return;  // fail() aborted it already
+  if (ncclCommFinalize(comm_) == ncclInProgress) {
+    awaitComm(comm_, Clock::now() + timeout_);
+  }
+  ncclCommDestroy(comm_);
+}
+
+void CollectiveQueue::push(std::string op, Issue issue, Finish finish) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobs_.push_back(Job{std::move(op), std::move(issue), std::move(finish), Clock::now()});
+  }
+  wake_.notify_one();
+}
+
+std::vector<JobTiming> CollectiveQueue::timings() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {timings_.begin(), timings_.end()};
+}
+
+void CollectiveQueue::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping, and everything queued has run
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    run(job);
+    lock.lock();
+  }
+}
+
+// A call that returns an error at once (a bad argument) fails its job only, as in NCCL;
+// an error or a timeout while the work runs leaves the communicator unusable, so it is
+// aborted (which also releases the peers waiting on it) and later jobs fail fast.
+void CollectiveQueue::run(Job& job) {
+  JobTiming timing{job.op, monotonicSeconds(job.queued), monotonicSeconds(Clock::now())};
+  ncclResult_t result = ncclInvalidUsage;
+  std::string message;
+  if (!failure_.empty()) {
+    message = job.op + ": the communicator failed earlier: " + failure_;
+  } else {
+    result = job.issue(comm_);
+    if (result != ncclSuccess && result != ncclInProgress) {
+      message = job.op + " failed: " + describeResult(result);
+    } else {
+      result = awaitComm(comm_, Clock::now() + timeout_);
+      if (result == ncclInProgress) {
+        result = ncclSystemError;
+        message = job.op + " timed out after " + std::to_string(timeout_.count()) + " ms; the communicator was aborted";
+        fail(message);
+      } else if (result != ncclSuccess) {
+        message = job.op + " failed: " + describeResult(result);
+        fail(message);
+      }
+    }
+  }
+  timing.finished = monotonicSeconds(Clock::now());
+  timing.ok = result == ncclSuccess;
+  job.finish(result, message);
+  std::lock_guard<std::mutex> lock(mutex_);
+  timings_.push_back(std::move(timing));
+  if (timings_.size() > kTimingsKept) timings_.pop_front();
+}
+
+void CollectiveQueue::fail(const std::string& why) {
+  failure_ = why;
+  ncclCommAbort(comm_);
+}
+
+}  // namespace chorus_torch

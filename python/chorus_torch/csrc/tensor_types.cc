@@ -1,0 +1,140 @@
+#include "tensor_types.h"
+
+namespace chorus_torch {
+
+void checkTensor(const at::Tensor& tensor, const char* what) {
+  TORCH_CHECK(tensor.defined(), "chorus: ", what, ": undefined tensor");
+  TORCH_CHECK(tensor.device().is_cpu(), "chorus: ", what, ": tensors must be on the CPU (got ", tensor.device(),
+              "); CUDA tensors need Chorus' CUDA executor, which this build does not have");
+  TORCH_CHECK(tensor.layout() == at::kStrided, "chorus: ", what, ": sparse tensors are not supported");
+  TORCH_CHECK(tensor.is_contiguous(), "chorus: ", what, ": tensors must be contiguous");
+}
+
+const at::Tensor& singleTensor(const std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK(tensors.size() == 1, "chorus: ", what, ": expects exactly one tensor per process, got ", tensors.size());
+  checkTensor(tensors[0], what);
+  return tensors[0];
+}
+
+ncclDataType_t ncclTypeOf(at::ScalarType type, const char* what) {
+  switch (type) {
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kChar:
+      return ncclInt8;
+    case at::kByte:
+      return ncclUint8;
+    case at::kBool:
+      return ncclUint8;
+    case at::kInt:
+      return ncclInt32;
+    case at::kLong:
+      return ncclInt64;
+    default:
+      TORCH_CHECK(false, "chorus: ", what, ": cannot reduce tensors of dtype ", type);
+  }
+}
+
+namespace {
+
+const char* opName(c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM:
+      return "SUM";
+    case c10d::ReduceOp::AVG:
+      return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+      return "MIN";
+    case c10d::ReduceOp::MAX:
+      return "MAX";
+    case c10d::ReduceOp::BAND:
+      return "BAND";
+    case c10d::ReduceOp::BOR:
+      return "BOR";
+    case c10d::ReduceOp::BXOR:
+      return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "UNUSED";
+  }
+}
+
+double preMulFactor(const c10d::ReduceOp& op) {
+  auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(supplement != nullptr, "chorus: PREMUL_SUM without its factor");
+  if (supplement->tensor_factors.empty()) return supplement->double_factor;
+  return supplement->tensor_factors[0].item<double>();
+}
+
+}  // namespace
+
+Reduction reductionOf(const at::Tensor& tensor, const c10d::ReduceOp& op, const char* what) {
+  Reduction r;
+  const c10d::ReduceOp::RedOpType kind = op.op_;
+  const bool isBool = tensor.scalar_type() == at::kBool;
+  if (kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR || kind == c10d::ReduceOp::BXOR) {
+    TORCH_CHECK(isBool || at::isIntegralType(tensor.scalar_type(), /*includeBool=*/false), "chorus: ", what,
+                ": ReduceOp.", opName(kind), " needs an integer or bool tensor, got ", tensor.scalar_type());
+    r.kind = Reduction::Kind::Bitwise;
+    r.bitwise = kind;
+    return r;
+  }
+  if (tensor.is_complex()) {
+    TORCH_CHECK(kind == c10d::ReduceOp::SUM || kind == c10d::ReduceOp::AVG || kind == c10d::ReduceOp::PREMUL_SUM,
+                "chorus: ", what, ": ReduceOp.", opName(kind), " is not defined for complex tensors");
+  }
+  r.scalarType = reducible(tensor).scalar_type();
+  r.type = ncclTypeOf(r.scalarType, what);
+  switch (kind) {
+    case c10d::ReduceOp::SUM:
+      r.op = isBool ? ncclMax : ncclSum;
+      break;  // bool: logical or
+    case c10d::ReduceOp::PRODUCT:
+      r.op = isBool ? ncclMin : ncclProd;
+      break;  // bool: logical and
+    case c10d::ReduceOp::MIN:
+      r.op = ncclMin;
+      break;
+    case c10d::ReduceOp::MAX:
+      r.op = ncclMax;
+      break;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(!isBool, "chorus: ", what, ": ReduceOp.AVG is not defined for bool tensors");
+      r.op = ncclAvg;
+      break;
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK(!isBool, "chorus: ", what, ": ReduceOp.PREMUL_SUM is not defined for bool tensors");
+      r.kind = Reduction::Kind::PreMulSum;
+      r.factor = preMulFactor(op);
+      break;
+    default:
+      TORCH_CHECK(false, "chorus: ", what, ": unknown ReduceOp ", static_cast<int>(kind));
+  }
+  return r;
+}
+
+void combineBitwise(const at::Tensor& gathered, int ranks, c10d::ReduceOp::RedOpType op, const at::Tensor& out) {
+  at::Tensor blocks = gathered.view({ranks, -1});
+  at::Tensor acc = blocks[0].clone();
+  for (int i = 1; i < ranks; ++i) {
+    if (op == c10d::ReduceOp::BAND) {
+      acc.bitwise_and_(blocks[i]);
+    } else if (op == c10d::ReduceOp::BOR) {
+      acc.bitwise_or_(blocks[i]);
+    } else {
+      acc.bitwise_xor_(blocks[i]);
+    }
+  }
+  out.view(-1).copy_(acc);
+}
+
+}  // namespace chorus_torch

@@ -1,0 +1,163 @@
+"""Every operation of the chorus torch.distributed backend on N processes (argv: N),
+checked against the result computed locally from every rank's (deterministic) input."""
+import functools
+import sys
+
+import torch
+import torch.distributed as dist
+
+import ranks
+
+R = dist.ReduceOp
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
+
+
+def contribution(rank, dtype, n=7):
+    """Rank `rank`'s input: small values (1..3), so a product over 4 ranks fits int8."""
+    base = (torch.arange(n) + rank) % 3 + 1
+    if dtype == torch.bool:
+        return (torch.arange(n) + rank) % 2 == 0
+    if dtype.is_complex:
+        return torch.complex(base.double(), -base.double()).to(dtype)
+    return base.to(dtype)
+
+
+def expected(world, dtype, op):
+    stacked = torch.stack([contribution(r, dtype).to(torch.complex128 if dtype.is_complex else torch.float64)
+                           if dtype != torch.bool else contribution(r, dtype) for r in range(world)])
+    if dtype == torch.bool:
+        return {R.SUM: stacked.any(0), R.MAX: stacked.any(0), R.PRODUCT: stacked.all(0), R.MIN: stacked.all(0),
+                R.BOR: stacked.any(0), R.BAND: stacked.all(0),
+                R.BXOR: functools.reduce(torch.logical_xor, stacked)}[op]
+    if op in (R.BAND, R.BOR, R.BXOR):
+        ints = stacked.long()
+        fn = {R.BAND: torch.bitwise_and, R.BOR: torch.bitwise_or, R.BXOR: torch.bitwise_xor}[op]
+        return functools.reduce(fn, ints).to(dtype)
+    reduced = {R.SUM: lambda s: s.sum(0), R.PRODUCT: lambda s: s.prod(0), R.MIN: lambda s: s.min(0).values,
+               R.MAX: lambda s: s.max(0).values, R.AVG: lambda s: s.mean(0)}[op](stacked)
+    if op == R.AVG and not (dtype.is_floating_point or dtype.is_complex):
+        reduced = torch.div(stacked.sum(0), world, rounding_mode="trunc")  # NCCL: integer avg divides
+    return reduced.to(dtype)
+
+
+def check(actual, want, what):
+    tol = dict(rtol=1e-2, atol=1e-2) if actual.dtype in (torch.float16, torch.bfloat16) else {}
+    torch.testing.assert_close(actual, want, **tol, msg=lambda m: f"{what}: {m}")
+
+
+def allreduce_every_type_and_op(rank, world):
+    cases = [(t, op) for t in FLOATS for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX, R.AVG)]
+    cases += [(t, op) for t in INTS for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX, R.AVG, R.BAND, R.BOR, R.BXOR)]
+    cases += [(torch.bool, op) for op in (R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR)]
+    cases += [(torch.complex64, op) for op in (R.SUM, R.AVG)]
+    for dtype, op in cases:
+        t = contribution(rank, dtype)
+        dist.all_reduce(t, op=op)
+        check(t, expected(world, dtype, op), f"all_reduce {dtype} {op}")
+    t = contribution(rank, torch.float32)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(2.5))
+    check(t, 2.5 * expected(world, torch.float32, R.SUM), "all_reduce PREMUL_SUM")
+    # What NCCL cannot reduce is refused at the call, naming the op and dtype.
+    for dtype, op, words in [(torch.bool, R.AVG, "AVG"), (torch.float32, R.BAND, "BAND"),
+                             (torch.complex64, R.MAX, "complex"), (torch.int16, R.SUM, "Short")]:
+        try:
+            dist.all_reduce(torch.ones(3, dtype=dtype), op=op)
+        except RuntimeError as e:
+            assert words in str(e), f"{dtype} {op}: {e}"
+        else:
+            raise AssertionError(f"all_reduce of {dtype} with {op} was accepted")
+
+
+def rooted_collectives(rank, world):
+    root = world - 1
+    for op in (R.SUM, R.MAX, R.BOR):
+        t = contribution(rank, torch.int32)
+        dist.reduce(t, dst=root, op=op)
+        want = expected(world, torch.int32, op) if rank == root else contribution(rank, torch.int32)
+        check(t, want, f"reduce {op} (root {root})")
+    t = torch.arange(6, dtype=torch.int16) * (rank + 1)  # int16: broadcast moves bytes of any dtype
+    dist.broadcast(t, src=root)
+    check(t, torch.arange(6, dtype=torch.int16) * world, "broadcast int16")
+    big = torch.full((300_000,), float(rank))
+    dist.broadcast(big, src=0)
+    check(big, torch.zeros(300_000), "broadcast 1.2 MB")
+
+
+def gathers_and_scatters(rank, world):
+    out = [torch.empty(5) for _ in range(world)]
+    dist.all_gather(out, torch.full((5,), float(rank)))
+    for r in range(world):
+        check(out[r], torch.full((5,), float(r)), f"all_gather block {r}")
+    flat = torch.empty(world * 4, dtype=torch.float64)
+    dist.all_gather_into_tensor(flat, torch.arange(4, dtype=torch.float64) + 10 * rank)
+    check(flat, torch.cat([torch.arange(4, dtype=torch.float64) + 10 * r for r in range(world)]), "all_gather_into_tensor")
+    inputs = [torch.full((3,), float(rank * world + r)) for r in range(world)]
+    got = torch.empty(3)
+    dist.reduce_scatter(got, inputs)
+    check(got, torch.full((3,), float(sum(s * world + rank for s in range(world)))), "reduce_scatter")
+    flat_in = torch.arange(world * 2, dtype=torch.float32) * (rank + 1)
+    got = torch.empty(2)
+    dist.reduce_scatter_tensor(got, flat_in, op=R.MAX)
+    check(got, (torch.arange(world * 2, dtype=torch.float32) * world)[rank * 2:rank * 2 + 2], "reduce_scatter_tensor MAX")
+
+
+def all_to_all_and_p2p(rank, world):
+    inp = torch.arange(world * 2, dtype=torch.int64) + 100 * rank
+    out = torch.empty(world * 2, dtype=torch.int64)
+    dist.all_to_all_single(out, inp)
+    check(out, torch.cat([torch.arange(2) + 2 * rank + 100 * s for s in range(world)]), "all_to_all_single even")
+    # Uneven: rank s sends (s + d + 1) rows to rank d.
+    send_splits = [rank + d + 1 for d in range(world)]
+    recv_splits = [s + rank + 1 for s in range(world)]
+    inp = torch.cat([torch.full((n, 2), float(rank * 10 + d)) for d, n in enumerate(send_splits)])
+    out = torch.empty(sum(recv_splits), 2)
+    dist.all_to_all_single(out, inp, output_split_sizes=recv_splits, input_split_sizes=send_splits)
+    check(out, torch.cat([torch.full((n, 2), float(s * 10 + rank)) for s, n in enumerate(recv_splits)]), "all_to_all_single uneven")
+    outs = [torch.empty(d + 1) for d in range(world)]
+    dist.all_to_all(outs, [torch.full((rank + 1,), float(rank * world + d)) for d in range(world)])
+    for s in range(world):
+        check(outs[s], torch.full((s + 1,), float(s * world + rank)), f"all_to_all from {s}")
+    if world > 1:
+        nxt, prev = (rank + 1) % world, (rank - 1) % world
+        got = torch.empty(1000)
+        works = [dist.isend(torch.full((1000,), float(rank)), nxt), dist.irecv(got, prev)]
+        for w in works:
+            w.wait()
+        check(got, torch.full((1000,), float(prev)), "isend/irecv ring")
+    dist.barrier()
+
+
+def async_work_and_errors(rank, world):
+    t = torch.ones(1 << 16)
+    work = dist.all_reduce(t, async_op=True)
+    result = work.get_future().wait()
+    assert work.is_completed()
+    check(result[0], torch.full((1 << 16,), float(world)), "future's tensor")
+    # An argument only Chorus checks: its message arrives as the Python exception.
+    try:
+        dist.broadcast(torch.ones(2), src=world + 3)
+    except RuntimeError as e:
+        assert "ncclBroadcast" in str(e) and f"root {world + 3} is out of range" in str(e), str(e)
+    else:
+        raise AssertionError("broadcast from a root outside the group succeeded")
+    try:
+        dist.all_reduce(torch.ones(4, 4).t())
+    except RuntimeError as e:
+        assert "contiguous" in str(e), str(e)
+    else:
+        raise AssertionError("a non-contiguous tensor was accepted")
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the group still works after both errors
+    check(t, torch.full((3,), float(world)), "all_reduce after errors")
+
+
+def main(world):
+    for fn in (allreduce_every_type_and_op, rooted_collectives, gathers_and_scatters, all_to_all_and_p2p,
+               async_work_and_errors):
+        ranks.run(fn, world)
+        print(f"ok: {fn.__name__} on {world} ranks", flush=True)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

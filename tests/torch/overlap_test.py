@@ -1,0 +1,56 @@
+"""DDP's gradient buckets are all-reduced while backward is still running.
+
+Two ranks; rank 1 holds its backward back at the start (0.3 s), so rank 0's first bucket
+cannot complete before then. Rank 0 records when backward computes its last gradient
+(the first layer's weight). The bucket's AllReduce must have started before that moment
+and finished after it: backward went on while the AllReduce was in flight."""
+import time
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import chorus_torch
+import ranks
+
+
+class Delay(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, seconds):
+        ctx.seconds = seconds
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(ctx.seconds)
+        return grad, None
+
+
+def check_overlap(rank, world):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                              torch.nn.Linear(512, 1))
+    last_grad_at = []
+    net[0].weight.register_hook(lambda g: last_grad_at.append(time.monotonic()))
+    model = DDP(net, bucket_cap_mb=0.1)
+    x = torch.randn(32, 64)
+    for step in range(3):
+        model.zero_grad()
+        out = Delay.apply(model(x), 0.3 if rank == 1 else 0.0)
+        began = time.monotonic()
+        out.sum().backward()
+    if rank != 0:
+        return
+    buckets = [t for t in chorus_torch.collective_timings() if t[0] == "allreduce" and t[1] >= began]
+    assert len(buckets) >= 2, f"expected several bucket AllReduces in the last step, got {buckets}"
+    _, queued, started, finished, ok = buckets[0]
+    last = last_grad_at[-1]
+    assert ok
+    assert started < last, f"the first bucket's AllReduce started {started - last:+.4f} s after backward's last gradient"
+    assert finished > last, (f"the first bucket's AllReduce finished {finished - last:+.4f} s before backward's last "
+                             "gradient: nothing overlapped")
+    print(f"ok: first bucket queued {queued - began:.4f} s into backward, last gradient at {last - began:.4f} s, "
+          f"AllReduce done at {finished - began:.4f} s", flush=True)
+
+
+if __name__ == "__main__":
+    ranks.run(check_overlap, 2)
