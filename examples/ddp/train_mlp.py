@@ -65,7 +65,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3, help="steps left out of the reported time")
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--depth", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--bucket-cap-mb", type=float, default=25)
     parser.add_argument("--save", help="writes each rank's final parameters to SAVE.rank<r>")
     parser.add_argument("--report", action="store_true", help="prints the median step time")

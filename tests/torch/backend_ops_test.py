@@ -1,7 +1,9 @@
 """Every operation of the chorus torch.distributed backend on N processes (argv: N),
 checked against the result computed locally from every rank's (deterministic) input."""
+import datetime
 import functools
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -100,6 +102,19 @@ def gathers_and_scatters(rank, world):
     got = torch.empty(2)
     dist.reduce_scatter_tensor(got, flat_in, op=R.MAX)
     check(got, (torch.arange(world * 2, dtype=torch.float32) * world)[rank * 2:rank * 2 + 2], "reduce_scatter_tensor MAX")
+    root = world - 1
+    gathered = [torch.empty(2, dtype=torch.int64) for _ in range(world)] if rank == root else None
+    dist.gather(torch.tensor([rank, -rank]), gathered, dst=root)
+    if rank == root:
+        for r in range(world):
+            check(gathered[r], torch.tensor([r, -r]), f"gather block {r}")
+    got = torch.empty(3)
+    pieces = [torch.full((3,), float(r) + 0.5) for r in range(world)] if rank == 0 else None
+    dist.scatter(got, pieces, src=0)
+    check(got, torch.full((3,), float(rank) + 0.5), "scatter")
+    objects = [None] * world
+    dist.all_gather_object(objects, {"rank": rank})  # rides on all_gather of byte tensors
+    assert objects == [{"rank": r} for r in range(world)], objects
 
 
 def all_to_all_and_p2p(rank, world):
@@ -152,9 +167,28 @@ def async_work_and_errors(rank, world):
     check(t, torch.full((3,), float(world)), "all_reduce after errors")
 
 
+def timeout_releases_a_wait(rank, world):
+    """A second group with a 2 s timeout: rank 0 calls all_reduce on it alone. Its wait
+    ends with the timeout's message instead of hanging, and the default group still works."""
+    group = dist.new_group(backend="chorus", timeout=datetime.timedelta(seconds=2))
+    if rank == 0:
+        began = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(8), group=group)
+        except RuntimeError as e:
+            assert "timed out after 2000 ms" in str(e), str(e)
+        else:
+            raise AssertionError("an all_reduce that no other rank joined completed")
+        assert time.monotonic() - began < 30, "the timeout took far longer than 2 s"
+    dist.barrier()  # the default group is untouched
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check(t, torch.full((3,), float(world)), "all_reduce on the default group after the timeout")
+
+
 def main(world):
     for fn in (allreduce_every_type_and_op, rooted_collectives, gathers_and_scatters, all_to_all_and_p2p,
-               async_work_and_errors):
+               async_work_and_errors, timeout_releases_a_wait):
         ranks.run(fn, world)
         print(f"ok: {fn.__name__} on {world} ranks", flush=True)
 

@@ -200,6 +200,55 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::ve
   return enqueue("allgather", c10d::OpType::ALLGATHER, list, issue, after);
 }
 
+std::vector<at::Tensor> ProcessGroupChorus::rootBlocks(const std::vector<std::vector<at::Tensor>>& lists, int root,
+                                                       const at::Tensor& sample, const char* op) const {
+  if (rank_ != root) {
+    TORCH_CHECK(lists.empty() || (lists.size() == 1 && lists[0].empty()), "chorus: ", op, ": only the root (rank ",
+                root, ") passes a tensor list");
+    return {};
+  }
+  TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size_, "chorus: ", op,
+              ": the root needs one list of world size ", size_, " tensors");
+  for (const at::Tensor& block : lists[0]) {
+    checkTensor(block, op);
+    TORCH_CHECK(block.numel() == sample.numel() && block.scalar_type() == sample.scalar_type(), "chorus: ", op,
+                ": every tensor of the root's list must match this rank's tensor in dtype and size");
+  }
+  return lists[0];
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                          std::vector<at::Tensor>& inputs,
+                                                          const c10d::GatherOptions& opts) {
+  at::Tensor input = singleTensor(inputs, "gather");
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> blocks = rootBlocks(outputs, root, input, "gather");
+  at::Tensor flat = blocks.empty() ? at::Tensor() : at::empty({size_ * input.numel()}, input.options());
+  auto issue = [input, flat, root](ncclComm_t comm) {
+    return ncclGather(dataOf(input), flat.defined() ? dataOf(flat) : nullptr, byteSize(input), ncclUint8, root, comm,
+                      nullptr);
+  };
+  auto after = [blocks, flat] {
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i].view(-1).copy_(flat.view({int64_t(blocks.size()), -1})[i]);
+  };
+  return enqueue("gather", c10d::OpType::GATHER, blocks, issue, after);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tensor>& outputs,
+                                                           std::vector<std::vector<at::Tensor>>& inputs,
+                                                           const c10d::ScatterOptions& opts) {
+  at::Tensor output = singleTensor(outputs, "scatter");
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> blocks = rootBlocks(inputs, root, output, "scatter");
+  std::vector<at::Tensor> flatBlocks;
+  for (const at::Tensor& block : blocks) flatBlocks.push_back(block.view(-1));
+  at::Tensor flat = blocks.empty() ? at::Tensor() : at::cat(flatBlocks);  // one copy, on the caller's thread
+  return enqueue("scatter", c10d::OpType::SCATTER, {output}, [output, flat, root](ncclComm_t comm) {
+    return ncclScatter(flat.defined() ? dataOf(flat) : nullptr, dataOf(output), byteSize(output), ncclUint8, root, comm,
+                       nullptr);
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduceScatterFlat(const char* op, c10d::OpType type,
                                                                      at::Tensor output, at::Tensor input,
                                                                      const c10d::ReduceOp& reduceOp) {

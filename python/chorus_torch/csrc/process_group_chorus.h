@@ -33,6 +33,10 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                 const c10d::ReduceScatterOptions& opts) override;
@@ -64,6 +68,10 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   // reduce_scatter from one contiguous input of world size x output elements.
   c10::intrusive_ptr<c10d::Work> reduceScatterFlat(const char* op, c10d::OpType type, at::Tensor output,
                                                    at::Tensor input, const c10d::ReduceOp& reduceOp);
+
+  // The root's list of world size blocks, each matching `sample` (empty elsewhere).
+  std::vector<at::Tensor> rootBlocks(const std::vector<std::vector<at::Tensor>>& lists, int root,
+                                     const at::Tensor& sample, const char* op) const;
 
   std::unique_ptr<CollectiveQueue> queue_;
 };
