@@ -44,6 +44,15 @@ def train(rank, args, store, results):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     x, y = shard(rank, args.batch)
     times = []
+    if args.comm_only:  # the backend alone: one AllReduce of all gradients per step
+        flat = torch.cat([p.detach().view(-1) for p in model.parameters()])
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            dist.all_reduce(flat)
+            times.append(time.perf_counter() - start)
+        results.put((rank, 0.0, times))
+        dist.destroy_process_group()
+        return
     for _ in range(args.steps):
         start = time.perf_counter()
         optimizer.zero_grad()
@@ -69,6 +78,8 @@ def main():
     parser.add_argument("--bucket-cap-mb", type=float, default=25)
     parser.add_argument("--save", help="writes each rank's final parameters to SAVE.rank<r>")
     parser.add_argument("--report", action="store_true", help="prints the median step time")
+    parser.add_argument("--comm-only", action="store_true",
+                        help="times one AllReduce of the model's gradients per step, without training")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
