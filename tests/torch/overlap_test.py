@@ -1,8 +1,8 @@
 """DDP's gradient buckets are all-reduced while backward is still running.
 
 Two ranks; rank 1 holds its backward back at the start (0.3 s), so rank 0's first bucket
-cannot complete before then. Rank 0 records when backward computes its last gradient
-(the first layer's weight). The bucket's AllReduce must have started before that moment
+cannot complete before then, and both spend 0.1 s in backward below the upper layers.
+Rank 0 records when backward computes its last gradient (the first layer's weight). The bucket's AllReduce must have started before that moment
 and finished after it: backward went on while the AllReduce was in flight."""
 import time
 
@@ -25,10 +25,20 @@ class Delay(torch.autograd.Function):
         return grad, None
 
 
+class Slow(torch.nn.Module):
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, x):
+        return Delay.apply(x, self.seconds)
+
+
 def check_overlap(rank, world):
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
-                              torch.nn.Linear(512, 1))
+    # The Slow layer keeps backward busy for 0.1 s after the upper layers' bucket is ready.
+    net = torch.nn.Sequential(torch.nn.Linear(64, 512), Slow(0.1), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                              torch.nn.ReLU(), torch.nn.Linear(512, 1))
     last_grad_at = []
     net[0].weight.register_hook(lambda g: last_grad_at.append(time.monotonic()))
     model = DDP(net, bucket_cap_mb=0.1)

@@ -10,14 +10,15 @@ ChorusWork::ChorusWork(int rank, c10d::OpType type, std::vector<at::Tensor> outp
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
 void ChorusWork::complete(ncclResult_t result, const std::string& message) {
+  // The work first: a caller woken by the future then finds the work completed too.
   if (result == ncclSuccess) {
-    future_->markCompleted(c10::IValue(outputs_));
     finish();
+    future_->markCompleted(c10::IValue(outputs_));
     return;
   }
   auto error = std::make_exception_ptr(std::runtime_error("chorus: " + message));
-  future_->setError(error);
   finish(error);
+  future_->setError(error);
 }
 
 }  // namespace chorus_torch

@@ -18,7 +18,7 @@ class ChorusWork final : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  // From the queue's thread: completes the future, then the work (wakes wait()).
+  // From the queue's thread: completes the work (wakes wait()), then the future.
   void complete(ncclResult_t result, const std::string& message);
 
  private:

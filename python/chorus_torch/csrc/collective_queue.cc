@@ -106,10 +106,13 @@ void CollectiveQueue::run(Job& job) {
   }
   timing.finished = monotonicSeconds(Clock::now());
   timing.ok = result == ncclSuccess;
+  {
+    // Recorded before the work completes: whoever waited for it then finds it listed.
+    std::lock_guard<std::mutex> lock(mutex_);
+    timings_.push_back(std::move(timing));
+    if (timings_.size() > kTimingsKept) timings_.pop_front();
+  }
   job.finish(result, message);
-  std::lock_guard<std::mutex> lock(mutex_);
-  timings_.push_back(std::move(timing));
-  if (timings_.size() > kTimingsKept) timings_.pop_front();
 }
 
 void CollectiveQueue::fail(const std::string& why) {

@@ -44,6 +44,14 @@ ncclComm_t joinCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int ra
 
 void* dataOf(const at::Tensor& tensor) { return tensor.data_ptr(); }
 
+// The blocks one after another: one copy, on the caller's thread, gives the contiguous
+// buffer NCCL reads from.
+at::Tensor concatenated(const std::vector<at::Tensor>& blocks) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& block : blocks) flat.push_back(block.view(-1));
+  return at::cat(flat);
+}
+
 // A PreMulSum op lives from its collective's issue until the collective is done; after a
 // failure the communicator is aborted, which frees it with everything else.
 struct PreMulSumOp {
@@ -180,15 +188,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(std::vector<std::ve
                                                              std::vector<at::Tensor>& inputs,
                                                              const c10d::AllgatherOptions&) {
   at::Tensor input = singleTensor(inputs, "allgather");
-  TORCH_CHECK(outputs.size() == 1, "chorus: allgather: expects one output list, got ", outputs.size());
-  std::vector<at::Tensor> list = outputs[0];
-  TORCH_CHECK(static_cast<int>(list.size()) == size_, "chorus: allgather: the output list has ", list.size(),
-              " tensors, expected the world size ", size_);
-  for (const at::Tensor& out : list) {
-    checkTensor(out, "allgather");
-    TORCH_CHECK(out.numel() == input.numel() && out.scalar_type() == input.scalar_type(),
-                "chorus: allgather: every output must match the input's dtype and size");
-  }
+  std::vector<at::Tensor> list = worldList(outputs, input, "allgather");
   at::Tensor flat = at::empty({size_ * input.numel()}, input.options());
   auto issue = [input, flat](ncclComm_t comm) {
     return ncclAllGather(dataOf(input), dataOf(flat), byteSize(input), ncclUint8, comm, nullptr);
@@ -207,12 +207,17 @@ std::vector<at::Tensor> ProcessGroupChorus::rootBlocks(const std::vector<std::ve
                 root, ") passes a tensor list");
     return {};
   }
+  return worldList(lists, sample, op);
+}
+
+std::vector<at::Tensor> ProcessGroupChorus::worldList(const std::vector<std::vector<at::Tensor>>& lists,
+                                                      const at::Tensor& sample, const char* op) const {
   TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size_, "chorus: ", op,
-              ": the root needs one list of world size ", size_, " tensors");
+              ": expects one list of world size ", size_, " tensors");
   for (const at::Tensor& block : lists[0]) {
     checkTensor(block, op);
     TORCH_CHECK(block.numel() == sample.numel() && block.scalar_type() == sample.scalar_type(), "chorus: ", op,
-                ": every tensor of the root's list must match this rank's tensor in dtype and size");
+                ": every tensor of the list must match this rank's tensor in dtype and size");
   }
   return lists[0];
 }
@@ -240,9 +245,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(std::vector<at::Tenso
   at::Tensor output = singleTensor(outputs, "scatter");
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> blocks = rootBlocks(inputs, root, output, "scatter");
-  std::vector<at::Tensor> flatBlocks;
-  for (const at::Tensor& block : blocks) flatBlocks.push_back(block.view(-1));
-  at::Tensor flat = blocks.empty() ? at::Tensor() : at::cat(flatBlocks);  // one copy, on the caller's thread
+  at::Tensor flat = blocks.empty() ? at::Tensor() : concatenated(blocks);
   return enqueue("scatter", c10d::OpType::SCATTER, {output}, [output, flat, root](ncclComm_t comm) {
     return ncclScatter(flat.defined() ? dataOf(flat) : nullptr, dataOf(output), byteSize(output), ncclUint8, root, comm,
                        nullptr);
@@ -277,19 +280,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(std::vector<at
                                                                   std::vector<std::vector<at::Tensor>>& inputs,
                                                                   const c10d::ReduceScatterOptions& opts) {
   at::Tensor output = singleTensor(outputs, "reduce_scatter");
-  TORCH_CHECK(inputs.size() == 1, "chorus: reduce_scatter: expects one input list, got ", inputs.size());
-  std::vector<at::Tensor> list = inputs[0];
-  TORCH_CHECK(static_cast<int>(list.size()) == size_, "chorus: reduce_scatter: the input list has ", list.size(),
-              " tensors, expected the world size ", size_);
-  for (const at::Tensor& in : list) {
-    checkTensor(in, "reduce_scatter");
-    TORCH_CHECK(in.numel() == output.numel() && in.scalar_type() == output.scalar_type(),
-                "chorus: reduce_scatter: every input must match the output's dtype and size");
-  }
-  // One copy on the caller's thread gives the contiguous input NCCL reduces from.
-  std::vector<at::Tensor> blocks;
-  for (const at::Tensor& in : list) blocks.push_back(in.view(-1));
-  return reduceScatterFlat("reduce_scatter", c10d::OpType::REDUCE_SCATTER, output, at::cat(blocks), opts.reduceOp);
+  std::vector<at::Tensor> list = worldList(inputs, output, "reduce_scatter");
+  return reduceScatterFlat("reduce_scatter", c10d::OpType::REDUCE_SCATTER, output, concatenated(list), opts.reduceOp);
 }
 
 namespace {

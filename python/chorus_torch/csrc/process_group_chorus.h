@@ -69,7 +69,10 @@ class ProcessGroupChorus final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> reduceScatterFlat(const char* op, c10d::OpType type, at::Tensor output,
                                                    at::Tensor input, const c10d::ReduceOp& reduceOp);
 
-  // The root's list of world size blocks, each matching `sample` (empty elsewhere).
+  // The one list of world size tensors a call takes, each matching `sample`.
+  std::vector<at::Tensor> worldList(const std::vector<std::vector<at::Tensor>>& lists, const at::Tensor& sample,
+                                    const char* op) const;
+  // gather's and scatter's list: worldList at the root; elsewhere there is none.
   std::vector<at::Tensor> rootBlocks(const std::vector<std::vector<at::Tensor>>& lists, int root,
                                      const at::Tensor& sample, const char* op) const;
 
