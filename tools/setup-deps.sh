@@ -3,9 +3,10 @@
 # Safe to run again: it installs nothing that is already there.
 set -euo pipefail
 
+# libhwloc-dev: topology detection (libhwloc is opened at run time; its headers build it).
 # python3-torch, libtorch-dev, pybind11-dev: the torch.distributed backend (python/) and its tests.
 packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev iproute2 openmpi-bin libopenmpi-dev libgloo-dev
-  python3-torch libtorch-dev pybind11-dev)
+  libhwloc-dev python3-torch libtorch-dev pybind11-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,6 +10,7 @@
 #include "comm/connect.h"
 #include "core/debug.h"
 #include "core/env.h"
+#include "topo/topo_init.h"
 
 namespace chorus {
 namespace {
@@ -145,6 +146,10 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   p2p.slotBytes[static_cast<int>(Protocol::LL)] = slotBytesFromEnv("CHORUS_P2P_LL_BUFFSIZE", 64 << 10, nSlots, 16);
   p2p.slotBytes[static_cast<int>(Protocol::LL128)] =
       slotBytesFromEnv("CHORUS_P2P_LL128_BUFFSIZE", 512 << 10, nSlots, 128);
+
+  std::set<uint64_t> hosts;
+  for (const PeerInfo& p : comm->peers) hosts.insert(p.hostHash);
+  CHORUS_CHECK(topo::applyTopologySettings(comm->rank, static_cast<int>(hosts.size())));
 
   int nChannels = kMaxChannels;
   for (const PeerInfo& p : comm->peers) nChannels = std::min(nChannels, p.channelsWanted);
