@@ -2,47 +2,30 @@
 
 #if CHORUS_HAVE_HWLOC
 
-#include <dlfcn.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "core/shared_library.h"
+
 namespace chorus::topo {
-
-namespace {
-
-// Looks up one function of the opened `library` (named `libraryName` in the failure text).
-template <typename Fn>
-bool resolve(void* library, const char* libraryName, const char* name, Fn* out, std::string* why) {
-  *out = reinterpret_cast<Fn>(dlsym(library, name));
-  if (*out == nullptr) *why = std::string(name) + " not found in " + libraryName;
-  return *out != nullptr;
-}
-
-}  // namespace
 
 bool loadHwlocApi(const char* library, HwlocApi* api, std::string* why) {
   *api = HwlocApi{};
-  dlerror();
-  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    *why = std::string(library) + " could not be loaded (" + (error != nullptr ? error : "unknown error") + ")";
-    return false;
-  }
-  api->library = std::shared_ptr<void>(handle, [](void* h) { dlclose(h); });
-  bool ok = resolve(handle, library, "hwloc_get_api_version", &api->getApiVersion, why) &&
-            resolve(handle, library, "hwloc_topology_init", &api->topologyInit, why) &&
-            resolve(handle, library, "hwloc_topology_set_flags", &api->topologySetFlags, why) &&
-            resolve(handle, library, "hwloc_topology_set_io_types_filter", &api->topologySetIoTypesFilter, why) &&
-            resolve(handle, library, "hwloc_topology_load", &api->topologyLoad, why) &&
-            resolve(handle, library, "hwloc_topology_destroy", &api->topologyDestroy, why) &&
-            resolve(handle, library, "hwloc_get_type_depth", &api->getTypeDepth, why) &&
-            resolve(handle, library, "hwloc_get_nbobjs_by_depth", &api->getNbobjsByDepth, why) &&
-            resolve(handle, library, "hwloc_get_obj_by_depth", &api->getObjByDepth, why) &&
-            resolve(handle, library, "hwloc_bitmap_first", &api->bitmapFirst, why) &&
-            resolve(handle, library, "hwloc_bitmap_next", &api->bitmapNext, why);
+  SharedLibrary lib;
+  if (!lib.open(library, why)) return false;
+  api->library = lib.handle();
+  bool ok = lib.resolve("hwloc_get_api_version", &api->getApiVersion, why) &&
+            lib.resolve("hwloc_topology_init", &api->topologyInit, why) &&
+            lib.resolve("hwloc_topology_set_flags", &api->topologySetFlags, why) &&
+            lib.resolve("hwloc_topology_set_io_types_filter", &api->topologySetIoTypesFilter, why) &&
+            lib.resolve("hwloc_topology_load", &api->topologyLoad, why) &&
+            lib.resolve("hwloc_topology_destroy", &api->topologyDestroy, why) &&
+            lib.resolve("hwloc_get_type_depth", &api->getTypeDepth, why) &&
+            lib.resolve("hwloc_get_nbobjs_by_depth", &api->getNbobjsByDepth, why) &&
+            lib.resolve("hwloc_get_obj_by_depth", &api->getObjByDepth, why) &&
+            lib.resolve("hwloc_bitmap_first", &api->bitmapFirst, why) &&
+            lib.resolve("hwloc_bitmap_next", &api->bitmapNext, why);
   // The object structs this code reads are stable within a major version only.
   if (ok && (api->getApiVersion() >> 16) != (HWLOC_API_VERSION >> 16)) {
     char text[160];

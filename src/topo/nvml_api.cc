@@ -1,7 +1,5 @@
 #include "topo/nvml_api.h"
 
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "core/debug.h"
+#include "core/shared_library.h"
 #include "topo/detect_cpu.h"
 
 namespace chorus::topo {
@@ -16,13 +15,6 @@ namespace chorus::topo {
 namespace {
 
 constexpr const char* kNvSwitchClass = "0x068000";
-
-template <typename Fn>
-bool resolve(void* library, const char* libraryName, const char* name, Fn* out, std::string* why) {
-  *out = reinterpret_cast<Fn>(dlsym(library, name));
-  if (*out == nullptr) *why = std::string(name) + " not found in " + libraryName;
-  return *out != nullptr;
-}
 
 std::string busIdOf(const nvml::PciInfo& pci) {
   std::string text(pci.busId, strnlen(pci.busId, sizeof(pci.busId)));
@@ -89,28 +81,23 @@ void addNvLinks(XmlNode* system, const std::string& sysfsRoot, const NvmlApi& ap
 
 bool loadNvmlApi(const char* library, NvmlApi* api, std::string* why) {
   *api = NvmlApi{};
-  dlerror();
-  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    *why = std::string(library) + " could not be loaded (" + (error != nullptr ? error : "unknown error") + ")";
-    return false;
-  }
-  api->library = std::shared_ptr<void>(handle, [](void* h) { dlclose(h); });
-  bool ok = resolve(handle, library, "nvmlInit_v2", &api->init, why) &&
-            resolve(handle, library, "nvmlDeviceGetCount_v2", &api->deviceGetCount, why) &&
-            resolve(handle, library, "nvmlDeviceGetHandleByIndex_v2", &api->deviceGetHandleByIndex, why) &&
-            resolve(handle, library, "nvmlDeviceGetPciInfo_v3", &api->deviceGetPciInfo, why) &&
-            resolve(handle, library, "nvmlDeviceGetCudaComputeCapability", &api->deviceGetCudaComputeCapability, why) &&
-            resolve(handle, library, "nvmlDeviceGetNvLinkState", &api->deviceGetNvLinkState, why) &&
-            resolve(handle, library, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &api->deviceGetNvLinkRemotePciInfo, why) &&
-            resolve(handle, library, "nvmlDeviceGetNvLinkCapability", &api->deviceGetNvLinkCapability, why);
+  SharedLibrary lib;
+  if (!lib.open(library, why)) return false;
+  api->library = lib.handle();
+  bool ok = lib.resolve("nvmlInit_v2", &api->init, why) &&
+            lib.resolve("nvmlDeviceGetCount_v2", &api->deviceGetCount, why) &&
+            lib.resolve("nvmlDeviceGetHandleByIndex_v2", &api->deviceGetHandleByIndex, why) &&
+            lib.resolve("nvmlDeviceGetPciInfo_v3", &api->deviceGetPciInfo, why) &&
+            lib.resolve("nvmlDeviceGetCudaComputeCapability", &api->deviceGetCudaComputeCapability, why) &&
+            lib.resolve("nvmlDeviceGetNvLinkState", &api->deviceGetNvLinkState, why) &&
+            lib.resolve("nvmlDeviceGetNvLinkRemotePciInfo_v2", &api->deviceGetNvLinkRemotePciInfo, why) &&
+            lib.resolve("nvmlDeviceGetNvLinkCapability", &api->deviceGetNvLinkCapability, why);
   if (!ok) {
     *api = NvmlApi{};
     return false;
   }
-  api->deviceGetNvLinkRemoteDeviceType = reinterpret_cast<decltype(api->deviceGetNvLinkRemoteDeviceType)>(
-      dlsym(handle, "nvmlDeviceGetNvLinkRemoteDeviceType"));
+  std::string optional;  // older drivers lack it: then it stays null
+  lib.resolve("nvmlDeviceGetNvLinkRemoteDeviceType", &api->deviceGetNvLinkRemoteDeviceType, &optional);
   return true;
 }
 
