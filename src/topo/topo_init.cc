@@ -1,5 +1,7 @@
 #include "topo/topo_init.h"
 
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/debug.h"
@@ -10,6 +12,25 @@
 #include "topo/topo_xml.h"
 
 namespace chorus::topo {
+
+namespace {
+
+// This host's topology, detected once per process: ranks of one process share a host, and
+// eight ranks detecting at once on two cores doubled init time.
+ncclResult_t detectOnce(XmlNode* xml) {
+  static std::mutex mutex;
+  static std::optional<XmlNode> detected;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!detected) {
+    XmlNode fresh;
+    CHORUS_CHECK(detectTopology(&fresh));
+    detected = std::move(fresh);
+  }
+  *xml = *detected;
+  return ncclSuccess;
+}
+
+}  // namespace
 
 ncclResult_t applyTopologySettings(int rank, int hosts) {
   const std::string file = envString("NCCL_TOPO_FILE");
@@ -22,7 +43,7 @@ ncclResult_t applyTopologySettings(int rank, int hosts) {
     CHORUS_CHECK(loadXmlFile(file, &xml));
     INFO(kSubsysGraph, "Loaded topology from NCCL_TOPO_FILE %s", file.c_str());
   } else {
-    CHORUS_CHECK(detectTopology(&xml));
+    CHORUS_CHECK(detectOnce(&xml));
   }
   if (!dump.empty() && rank == envInt("NCCL_TOPO_DUMP_FILE_RANK", 0)) {
     CHORUS_CHECK(dumpXmlFile(dump, xml));
