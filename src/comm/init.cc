@@ -97,17 +97,21 @@ ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
   return ncclSuccess;
 }
 
+// How many hosts the communicator spans: the distinct host identities of its ranks.
+int hostCount(const std::vector<PeerInfo>& peers) {
+  std::set<uint64_t> hosts;
+  for (const PeerInfo& p : peers) hosts.insert(p.hostHash);
+  return static_cast<int>(hosts.size());
+}
+
 // What the tuning model needs, from information every rank shares (so every rank
 // makes the same choice for the same call).
 TuneTopology tuneTopology(const ncclComm* comm) {
   TuneTopology topo;
   topo.nranks = comm->nranks;
-  std::set<uint64_t> hosts, processes;
-  for (const PeerInfo& p : comm->peers) {
-    hosts.insert(p.hostHash);
-    processes.insert(p.processId);
-  }
-  topo.nHosts = static_cast<int>(hosts.size());
+  std::set<uint64_t> processes;
+  for (const PeerInfo& p : comm->peers) processes.insert(p.processId);
+  topo.nHosts = hostCount(comm->peers);
   topo.nChannels = static_cast<int>(comm->channels.size());
   // Both transports are memory copies; across processes a hand-off crosses cores (cache
   // line transfers), within one process the ranks take turns on one thread.
@@ -147,9 +151,7 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   p2p.slotBytes[static_cast<int>(Protocol::LL128)] =
       slotBytesFromEnv("CHORUS_P2P_LL128_BUFFSIZE", 512 << 10, nSlots, 128);
 
-  std::set<uint64_t> hosts;
-  for (const PeerInfo& p : comm->peers) hosts.insert(p.hostHash);
-  CHORUS_CHECK(topo::applyTopologySettings(comm->rank, static_cast<int>(hosts.size())));
+  CHORUS_CHECK(topo::applyTopologySettings(comm->rank, hostCount(comm->peers)));
 
   int nChannels = kMaxChannels;
   for (const PeerInfo& p : comm->peers) nChannels = std::min(nChannels, p.channelsWanted);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "core/debug.h"
 
@@ -66,6 +67,17 @@ class Builder {
     return ncclSuccess;
   }
 
+  // A node of the PCI tree: below `parent`, in socket `cpuIndex`, `upBw` GB/s to its parent.
+  static TopoNode treeNode(NodeKind kind, std::string id, int parent, int cpuIndex, float upBw) {
+    TopoNode node;
+    node.kind = kind;
+    node.id = std::move(id);
+    node.parent = parent;
+    node.cpu = cpuIndex;
+    node.upBw = upBw;
+    return node;
+  }
+
   int add(TopoNode node) {
     p_->nodes.push_back(std::move(node));
     return static_cast<int>(p_->nodes.size()) - 1;
@@ -103,22 +115,11 @@ class Builder {
     const float bw = !speed.empty() && width > 0 ? pciBandwidth(speed, width) : kPciGen3x16Bw;
     if (const XmlNode* gpuXml = xml.child("gpu")) return gpu(*gpuXml, busId, parent, cpuIndex, bw);
     if (const XmlNode* nicXml = xml.child("nic")) return nic(*nicXml, &busId, parent, cpuIndex, bw);
-    TopoNode node;
-    node.kind = NodeKind::PciSwitch;
-    node.id = busId;
-    node.parent = parent;
-    node.upBw = bw;
-    node.cpu = cpuIndex;
-    return children(xml, add(node), cpuIndex);
+    return children(xml, add(treeNode(NodeKind::PciSwitch, busId, parent, cpuIndex, bw)), cpuIndex);
   }
 
   ncclResult_t gpu(const XmlNode& xml, const std::string& busId, int parent, int cpuIndex, float bw) {
-    TopoNode node;
-    node.kind = NodeKind::Gpu;
-    node.id = busId;
-    node.parent = parent;
-    node.upBw = bw;
-    node.cpu = cpuIndex;
+    TopoNode node = treeNode(NodeKind::Gpu, busId, parent, cpuIndex, bw);
     CHORUS_CHECK(requireInt(xml, "dev", &node.gpuDev));
     CHORUS_CHECK(requireInt(xml, "sm", &node.sm));
     const int index = add(node);
@@ -136,10 +137,7 @@ class Builder {
   // A NIC: under a <pci> (busId set) or straight under a <cpu> (NCCL's layout for NICs
   // whose PCI path is unknown); its bandwidth is its fastest port's.
   ncclResult_t nic(const XmlNode& xml, const std::string* busId, int parent, int cpuIndex, float bw) {
-    TopoNode node;
-    node.kind = NodeKind::Nic;
-    node.parent = parent;
-    node.cpu = cpuIndex;
+    TopoNode node = treeNode(NodeKind::Nic, "", parent, cpuIndex, 0);  // id and upBw once its ports are read
     for (const XmlNode* net : xml.childrenNamed("net")) {
       std::string name;
       int speed = 0;
