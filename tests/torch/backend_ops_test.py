@@ -156,6 +156,12 @@ def async_work_and_errors(rank, world):
         assert "ncclBroadcast" in str(e) and f"root {world + 3} is out of range" in str(e), str(e)
     else:
         raise AssertionError("broadcast from a root outside the group succeeded")
+    try:  # a bitwise reduce gathers, so no NCCL call checks its root: the backend does
+        dist.reduce(torch.ones(2, dtype=torch.int32), dst=world + 3, op=R.BOR)
+    except RuntimeError as e:
+        assert f"root {world + 3} is out of range" in str(e), str(e)
+    else:
+        raise AssertionError("a bitwise reduce to a root outside the group succeeded")
     try:
         dist.all_reduce(torch.ones(4, 4).t())
     except RuntimeError as e:

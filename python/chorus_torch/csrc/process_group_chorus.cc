@@ -131,6 +131,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduceInPlace(const char* op,
                                                                  const c10d::ReduceOp& reduceOp, int root) {
   const Reduction r = reductionOf(tensor, reduceOp, op);
   if (r.kind == Reduction::Kind::Bitwise) {
+    // No NCCL call sees this root (the ranks gather, then the root combines): check it here.
+    TORCH_CHECK(root >= -1 && root < size_, "chorus: ", op, ": root ", root, " is out of range for a group of ", size_,
+                " ranks");
     at::Tensor gathered = at::empty({size_ * tensor.numel()}, tensor.options());
     const int self = rank_;
     const int ranks = size_;
