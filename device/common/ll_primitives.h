@@ -50,6 +50,11 @@
 // step before it has received all of it. Values are pipeline values exactly as in Simple
 // (simple_primitives.h), with the same reduction order, so every protocol gives the same
 // bits.
+//
+// A team (team_ops.h) of more than one thread deals the lines out instead: thread t
+// moves lines t, t + N, ... one at a time, with no staging beyond the line itself, as
+// NCCL's LL does on a GPU. Thread 0 alone waits for free send slots (before any line
+// is written) and advances the counters once every thread is done with the step.
 #pragma once
 
 #include <cstddef>
@@ -58,6 +63,7 @@
 #include "common/platform.h"
 #include "common/reduce_ops.h"
 #include "common/step_fifo.h"
+#include "common/team_ops.h"
 
 namespace chorus {
 
@@ -135,7 +141,7 @@ class LinePrimitives {
  public:
   static constexpr Protocol kProtocol = Format::kProtocol;
 
-  LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
+  CHORUS_HD LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
       : exec_(exec), recv_(recv), send_(send), op_(op) {
     for (int i = 0; i < recv_.count && ok_; ++i) checkSlot(*recv_.ends[i]);
     for (int i = 0; i < send_.count && ok_; ++i) checkSlot(*send_.ends[i]);
@@ -153,15 +159,15 @@ class LinePrimitives {
   CHORUS_HD bool ok() const { return ok_; }
 
   // dst = post(pre(src)): a communicator of one rank, no connection involved.
-  CHORUS_HD void selfCopy(const T* src, T* dst, size_t n) { copyArray(dst, src, n, op_, true, true); }
+  CHORUS_HD_OUTLINE void selfCopy(const T* src, T* dst, size_t n) { teamCopy(exec_, dst, src, n, op_, true, true); }
 
   // out = pre?(src)
-  CHORUS_HD void send(const T* src, size_t n, bool pre) {
+  CHORUS_HD_OUTLINE void send(const T* src, size_t n, bool pre) {
     runStep<kFromSrc | kToSend>(src, nullptr, n, pre, false, false);
   }
 
   // dst = src; out = src
-  CHORUS_HD void copySend(const T* src, T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void copySend(const T* src, T* dst, size_t n) {
     if (dst == src) {
       runStep<kFromSrc | kToSend>(src, nullptr, n, false, false, false);
     } else {
@@ -170,25 +176,27 @@ class LinePrimitives {
   }
 
   // dst = post?(in)
-  CHORUS_HD void recv(T* dst, size_t n, bool post) { runStep<kFromRecv | kToDst>(nullptr, dst, n, false, false, post); }
+  CHORUS_HD_OUTLINE void recv(T* dst, size_t n, bool post) {
+    runStep<kFromRecv | kToDst>(nullptr, dst, n, false, false, post);
+  }
 
   // out = in... (+) pre(src)
-  CHORUS_HD void recvReduceSend(const T* src, size_t n) {
+  CHORUS_HD_OUTLINE void recvReduceSend(const T* src, size_t n) {
     runStep<kFromRecv | kReduceSrc | kToSend>(src, nullptr, n, false, false, false);
   }
 
   // dst = post(in... (+) pre(src))
-  CHORUS_HD void recvReduceCopy(const T* src, T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void recvReduceCopy(const T* src, T* dst, size_t n) {
     runStep<kFromRecv | kReduceSrc | kToDst>(src, dst, n, false, true, false);
   }
 
   // dst = out = post(in... (+) pre(src))
-  CHORUS_HD void recvReduceCopySend(const T* src, T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void recvReduceCopySend(const T* src, T* dst, size_t n) {
     runStep<kFromRecv | kReduceSrc | kToDst | kToSend>(src, dst, n, false, true, false);
   }
 
   // dst = out = in
-  CHORUS_HD void recvCopySend(T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void recvCopySend(T* dst, size_t n) {
     runStep<kFromRecv | kToDst | kToSend>(nullptr, dst, n, false, false, false);
   }
 
@@ -200,7 +208,9 @@ class LinePrimitives {
   static constexpr unsigned kToDst = 8;
   static constexpr unsigned kToSend = 16;
 
-  static constexpr size_t kBlockBytes = Format::kBlockLines * Format::kPayloadBytes;
+  // Lines staged and moved together by one thread.
+  static constexpr size_t kBlockLines = Exec::kTeamOfOne ? Format::kBlockLines : 1;
+  static constexpr size_t kBlockBytes = kBlockLines * Format::kPayloadBytes;
   static_assert(kBlockBytes % sizeof(T) == 0 && Format::kPayloadBytes % sizeof(T) == 0,
                 "elements must not straddle lines or blocks");
   static constexpr size_t kBlockElems = kBlockBytes / sizeof(T);
@@ -220,7 +230,7 @@ class LinePrimitives {
 
   // A slot must hold a line and keep the 8-byte words aligned; only whole lines of it are
   // used (a slot that is not a multiple of the line loses its tail instead of hanging).
-  void checkSlot(const FifoEnd& e) {
+  CHORUS_HD void checkSlot(const FifoEnd& e) {
     const size_t bytes = e.slotBytes[static_cast<int>(kProtocol)];
     const bool aligned = bytes % 8 == 0 && reinterpret_cast<uintptr_t>(e.buffs[static_cast<int>(kProtocol)]) % 8 == 0;
     if (bytes < Format::kLineBytes || !aligned) {
@@ -243,56 +253,56 @@ class LinePrimitives {
   }
 
   template <unsigned Flow>
-  CHORUS_HD void runStep(const T* src, T* dst, size_t n, bool pre, bool postReduce, bool postDst) {
+  CHORUS_HD_OUTLINE void runStep(const T* src, T* dst, size_t n, bool pre, bool postReduce, bool postDst) {
     constexpr bool kRecv = (Flow & kFromRecv) != 0;
     constexpr bool kReduce = (Flow & kReduceSrc) != 0;
     constexpr bool kDst = (Flow & kToDst) != 0;
     constexpr bool kSend = (Flow & kToSend) != 0;
     if (!ok_ || !fits(n * sizeof(T))) return;
-
-    if constexpr (kRecv) {
-      if (!awaitProxiedSteps(linesFor(n * sizeof(T)))) return;
+    const size_t totalBytes = n * sizeof(T);
+    const size_t totalLines = linesFor(totalBytes);
+    if (exec_.tid() == 0) {
+      if constexpr (kRecv) awaitProxiedSteps(totalLines);
+      if constexpr (kSend) acquireSendSlots();
     }
+    ok_ = exec_.teamAll(ok_);
+    if (!ok_) return;
 
     alignas(16) unsigned char acc[kBlockBytes];
     alignas(16) unsigned char more[kRecv ? kBlockBytes : 1];
     T* values = reinterpret_cast<T*>(acc);
-    const size_t totalBytes = n * sizeof(T);
-    const size_t totalLines = linesFor(totalBytes);
-    bool sendSlotsFree = false;
-    size_t line0 = 0;
-    do {
-      const size_t lines = totalLines - line0 < Format::kBlockLines ? totalLines - line0 : Format::kBlockLines;
+    const size_t stride = static_cast<size_t>(exec_.nthreads()) * kBlockLines;
+    for (size_t line0 = static_cast<size_t>(exec_.tid()) * kBlockLines; line0 < totalLines; line0 += stride) {
+      const size_t lines = totalLines - line0 < kBlockLines ? totalLines - line0 : kBlockLines;
       const size_t byte0 = line0 * Format::kPayloadBytes;
       const size_t bytes = minBytes(totalBytes - byte0, lines * Format::kPayloadBytes);
       const size_t e0 = byte0 / sizeof(T);
       const size_t m = bytes / sizeof(T);
       if constexpr (kRecv) {
         // Simple's order: in0 (+) pre(src), then (+) in1, ...; post() on the last reduction.
-        if (!receiveLines(*recv_.ends[0], line0, lines, acc)) return;
+        if (!receiveLines(*recv_.ends[0], line0, lines, acc)) break;
         if constexpr (kReduce)
           reduceArrays(values, values, src + e0, m, op_, false, true, postReduce && recv_.count == 1);
-        for (int i = 1; i < recv_.count; ++i) {
-          if (!receiveLines(*recv_.ends[i], line0, lines, more)) return;
+        bool received = true;
+        for (int i = 1; i < recv_.count && received; ++i) {
+          received = receiveLines(*recv_.ends[i], line0, lines, more);
           if constexpr (kReduce) {
-            reduceArrays(values, values, reinterpret_cast<const T*>(more), m, op_, false, false,
-                         postReduce && i == recv_.count - 1);
+            if (received)
+              reduceArrays(values, values, reinterpret_cast<const T*>(more), m, op_, false, false,
+                           postReduce && i == recv_.count - 1);
           }
         }
+        if (!received) break;
       } else {
         copyArray(values, src + e0, m, op_, pre, false);
       }
       if constexpr (kDst) copyArray(dst + e0, values, m, op_, false, postDst);
       if constexpr (kSend) {
         for (size_t b = bytes; b < lines * Format::kPayloadBytes; ++b) acc[b] = 0;  // the last line's padding
-        if (!sendSlotsFree) {
-          if (!acquireSendSlots()) return;
-          sendSlotsFree = true;
-        }
         for (int i = 0; i < send_.count; ++i) {
           const FifoEnd& s = *send_.ends[i];
-          if constexpr (Format::kBlockMoves) {
-            alignas(16) uint64_t words[Format::kBlockLines * Format::kLineWords];
+          if constexpr (Format::kBlockMoves && kBlockLines > 1) {
+            alignas(16) uint64_t words[kBlockLines * Format::kLineWords];
             Format::packLines(words, acc, lines, Format::flagOf(s.step));
             Exec::storeWords(lineAt(s, line0), words, lines * Format::kLineWords);
           } else {
@@ -300,16 +310,21 @@ class LinePrimitives {
           }
         }
       }
-      line0 += lines;
-    } while (line0 < totalLines);
+    }
 
-    if constexpr (kSend) finishSend(totalLines);
-    if constexpr (kRecv) {
-      for (int i = 0; i < recv_.count; ++i) {
-        FifoEnd& r = *recv_.ends[i];
-        Exec::storeRelease(&r.ctrl->head, ++r.step);
+    // Every thread is done with the step's lines before thread 0 moves the counters on.
+    ok_ = exec_.teamAll(ok_);
+    if (!ok_) return;
+    if (exec_.tid() == 0) {
+      if constexpr (kSend) finishSend(totalLines);
+      if constexpr (kRecv) {
+        for (int i = 0; i < recv_.count; ++i) {
+          FifoEnd& r = *recv_.ends[i];
+          Exec::storeRelease(&r.ctrl->head, ++r.step);
+        }
       }
     }
+    exec_.teamSync();
   }
 
   // Waits for `lines` lines of the end's current step from line `line0`, unpacking their payload.
@@ -328,8 +343,8 @@ class LinePrimitives {
       return ok_;
     };
     if (!receiveLine(lines - 1)) return false;
-    if constexpr (Format::kBlockMoves) {
-      alignas(16) uint64_t words[Format::kBlockLines * Format::kLineWords];
+    if constexpr (Format::kBlockMoves && kBlockLines > 1) {
+      alignas(16) uint64_t words[kBlockLines * Format::kLineWords];
       Exec::loadWords(base, words, (lines - 1) * Format::kLineWords);
       if (Format::unpackLines(words, lines - 1, flag, out)) return true;
     }
@@ -340,7 +355,7 @@ class LinePrimitives {
   }
 
   // A proxied receive end's step is there only once its proxy has published tail (see
-  // step_fifo.h); its size, as received, is then checked like Simple's.
+  // step_fifo.h); its size, as received, is then checked like Simple's. Thread 0 only.
   CHORUS_HD bool awaitProxiedSteps(size_t lines) {
     for (int i = 0; i < recv_.count && ok_; ++i) {
       const FifoEnd& r = *recv_.ends[i];
@@ -358,13 +373,15 @@ class LinePrimitives {
     return ok_;
   }
 
-  // Waits until every send end's slot for its current step has been released by its receiver.
+  // Waits until every send end's slot for its current step has been released by its
+  // receiver. Thread 0 only.
   CHORUS_HD bool acquireSendSlots() {
     for (int i = 0; i < send_.count && ok_; ++i) ok_ = acquireSlot(exec_, *send_.ends[i]);
     return ok_;
   }
 
   // Refreshes the rest of the slot where due (see the header comment), then moves on.
+  // Thread 0 only.
   CHORUS_HD void finishSend(size_t linesWritten) {
     for (int i = 0; i < send_.count; ++i) {
       FifoEnd& s = *send_.ends[i];

@@ -33,15 +33,15 @@ CHORUS_HD size_t minSize(size_t a, size_t b) { return a < b ? a : b; }
 constexpr size_t kPairAllReduceMaxBytes = 2048;
 
 template <typename Prims, typename T>
-CHORUS_HD void pairAllReduce(Prims& prims, const T* src, T* dst, size_t count) {
+CHORUS_HD_OUTLINE void pairAllReduce(Prims& prims, const T* src, T* dst, size_t count) {
   prims.send(src, count, true);
   prims.recvReduceCopy(src, dst, count);
 }
 
 // Reduce-scatter then all-gather around the ring: 2(n-1) steps per round.
 template <typename Prims, typename T>
-CHORUS_HD void ringAllReduce(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
-                             ChannelRange range) {
+CHORUS_HD_OUTLINE void ringAllReduce(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
+                                     ChannelRange range) {
   const T* src = sendbuff + range.offset;
   T* dst = recvbuff + range.offset;
   const size_t count = range.count;
@@ -79,8 +79,8 @@ CHORUS_HD void ringAllReduce(Prims& prims, const int* ring, int nranks, const T*
 
 // Block r (stride `blockStride` elements) of every rank ends reduced on rank r.
 template <typename Prims, typename T>
-CHORUS_HD void ringReduceScatter(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
-                                 size_t blockStride, ChannelRange range) {
+CHORUS_HD_OUTLINE void ringReduceScatter(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
+                                         size_t blockStride, ChannelRange range) {
   if (nranks == 1) {
     prims.selfCopy(sendbuff + range.offset, recvbuff + range.offset, range.count);
     return;
@@ -97,8 +97,8 @@ CHORUS_HD void ringReduceScatter(Prims& prims, const int* ring, int nranks, cons
 
 // Every rank's block travels once around the ring.
 template <typename Prims, typename T>
-CHORUS_HD void ringAllGather(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
-                             size_t blockStride, ChannelRange range) {
+CHORUS_HD_OUTLINE void ringAllGather(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
+                                     size_t blockStride, ChannelRange range) {
   const size_t stepElems = prims.maxStepElems();
   auto out = [&](int r, size_t off) { return recvbuff + r * blockStride + range.offset + off; };
   if (nranks == 1) {
@@ -116,7 +116,8 @@ CHORUS_HD void ringAllGather(Prims& prims, const int* ring, int nranks, const T*
 // A chain from `root` down the ring: root sends, the others receive and pass on.
 // `pos` is this rank's distance downstream of the root.
 template <typename Prims, typename T>
-CHORUS_HD void chainBroadcast(Prims& prims, int pos, int nranks, const T* sendbuff, T* recvbuff, ChannelRange range) {
+CHORUS_HD_OUTLINE void chainBroadcast(Prims& prims, int pos, int nranks, const T* sendbuff, T* recvbuff,
+                                      ChannelRange range) {
   const T* src = sendbuff + range.offset;
   T* dst = recvbuff + range.offset;
   if (nranks == 1) {
@@ -140,7 +141,8 @@ CHORUS_HD void chainBroadcast(Prims& prims, int pos, int nranks, const T* sendbu
 // root applies the op's post() to the final value. `pos` is the distance downstream
 // of the root (the root is 0, the chain's first rank is 1).
 template <typename Prims, typename T>
-CHORUS_HD void chainReduce(Prims& prims, int pos, int nranks, const T* sendbuff, T* recvbuff, ChannelRange range) {
+CHORUS_HD_OUTLINE void chainReduce(Prims& prims, int pos, int nranks, const T* sendbuff, T* recvbuff,
+                                   ChannelRange range) {
   const T* src = sendbuff + range.offset;
   T* dst = recvbuff + range.offset;
   if (nranks == 1) {
@@ -162,7 +164,7 @@ CHORUS_HD void chainReduce(Prims& prims, int pos, int nranks, const T* sendbuff,
 
 // Point to point: one direction of a peer connection, in slot-sized steps.
 template <typename Prims, typename T>
-CHORUS_HD void p2pSend(Prims& prims, const T* sendbuff, size_t count) {
+CHORUS_HD_OUTLINE void p2pSend(Prims& prims, const T* sendbuff, size_t count) {
   const size_t stepElems = prims.maxStepElems();
   size_t off = 0;
   do {  // a zero-byte message still takes one step, so the receiver knows it came
@@ -173,7 +175,7 @@ CHORUS_HD void p2pSend(Prims& prims, const T* sendbuff, size_t count) {
 }
 
 template <typename Prims, typename T>
-CHORUS_HD void p2pRecv(Prims& prims, T* recvbuff, size_t count) {
+CHORUS_HD_OUTLINE void p2pRecv(Prims& prims, T* recvbuff, size_t count) {
   const size_t stepElems = prims.maxStepElems();
   size_t off = 0;
   do {

@@ -11,10 +11,14 @@
 // Values travelling through FIFOs are "pipeline values": the op's pre() (PreMulSum's
 // multiply) is already applied, its post() (integer average's divide) is not, except
 // where a primitive is documented to apply it to a final result.
-// `Exec` is the executor's small interface (device/cpu/cpu_exec.h, later device/cuda):
+// `Exec` is the executor's small interface (device/cpu/cpu_exec.h, device/cuda/cuda_exec.h):
 //   uint64_t Exec::loadAcquire(const uint64_t*), void Exec::storeRelease(uint64_t*, uint64_t),
 //   bool exec.waitUntil(cond, const FifoEnd&)   — false once the work must stop,
-//   void exec.fail(const FifoEnd&, const char* what, long got, long expected).
+//   void exec.fail(const FifoEnd&, const char* what, long got, long expected),
+// plus the team half of team_ops.h. Every thread of a team constructs the same primitives
+// and makes the same calls. Thread 0 alone waits on and advances the FIFO counters; the
+// data moves are shared out (teamCopy, teamReduce); team barriers order the two, so
+// every thread sees the same ok() and the same step counters.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +27,7 @@
 #include "common/platform.h"
 #include "common/reduce_ops.h"
 #include "common/step_fifo.h"
+#include "common/team_ops.h"
 
 namespace chorus {
 
@@ -31,7 +36,7 @@ class SimplePrimitives {
  public:
   static constexpr Protocol kProtocol = Protocol::Simple;
 
-  SimplePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
+  CHORUS_HD SimplePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
       : exec_(exec), recv_(recv), send_(send), op_(op) {}
 
   // Elements one step can carry: the smallest slot among the connections.
@@ -46,74 +51,71 @@ class SimplePrimitives {
   CHORUS_HD bool ok() const { return ok_; }
 
   // dst = post(pre(src)): a communicator of one rank, no connection involved.
-  CHORUS_HD void selfCopy(const T* src, T* dst, size_t n) { copyArray(dst, src, n, op_, true, true); }
+  CHORUS_HD_OUTLINE void selfCopy(const T* src, T* dst, size_t n) { teamCopy(exec_, dst, src, n, op_, true, true); }
 
   // out = pre?(src)
-  CHORUS_HD void send(const T* src, size_t n, bool pre) {
+  CHORUS_HD_OUTLINE void send(const T* src, size_t n, bool pre) {
     T* out = acquireSend();
     if (!out) return;
-    copyArray(out, src, n, op_, pre, false);
-    finishSend(out, n);
+    teamCopy(exec_, out, src, n, op_, pre, false);
+    publish(out, n, false);
   }
 
   // dst = src; out = src  (a rank's own block entering the ring, no op involved)
-  CHORUS_HD void copySend(const T* src, T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void copySend(const T* src, T* dst, size_t n) {
     T* out = acquireSend();
     if (!out) return;
-    copyArray(out, src, n, op_, false, false);
-    if (dst != src) copyArray(dst, out, n, op_, false, false);
-    finishSend(out, n);
+    teamCopy(exec_, out, src, n, op_, false, false);
+    if (dst != src) teamCopy(exec_, dst, src, n, op_, false, false);
+    publish(out, n, false);
   }
 
   // dst = post?(in)
-  CHORUS_HD void recv(T* dst, size_t n, bool post) {
+  CHORUS_HD_OUTLINE void recv(T* dst, size_t n, bool post) {
     const T* in = acquireRecv(n);
     if (!in) return;
-    copyArray(dst, in, n, op_, false, post);
-    postRecv();
+    teamCopy(exec_, dst, in, n, op_, false, post);
+    publish(nullptr, n, true);
   }
 
   // out = in... (+) pre(src)
-  CHORUS_HD void recvReduceSend(const T* src, size_t n) {
+  CHORUS_HD_OUTLINE void recvReduceSend(const T* src, size_t n) {
     const T* in = acquireRecv(n);
     if (!in) return;
     T* out = acquireSend();
     if (!out) return;
     reduceAll(out, in, src, n, false);
-    postRecv();
-    finishSend(out, n);
+    publish(out, n, true);
   }
 
   // dst = post(in... (+) pre(src))
-  CHORUS_HD void recvReduceCopy(const T* src, T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void recvReduceCopy(const T* src, T* dst, size_t n) {
     const T* in = acquireRecv(n);
     if (!in) return;
     reduceAll(dst, in, src, n, true);
-    postRecv();
+    publish(nullptr, n, true);
   }
 
   // dst = out = post(in... (+) pre(src)): the final value, sent on as it is.
-  CHORUS_HD void recvReduceCopySend(const T* src, T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void recvReduceCopySend(const T* src, T* dst, size_t n) {
     const T* in = acquireRecv(n);
     if (!in) return;
     T* out = acquireSend();
     if (!out) return;
     reduceAll(out, in, src, n, true);
-    copyArray(dst, out, n, op_, false, false);
-    postRecv();
-    finishSend(out, n);
+    teamCopy(exec_, dst, out, n, op_, false, false);
+    publish(out, n, true);
   }
 
   // dst = out = in
-  CHORUS_HD void recvCopySend(T* dst, size_t n) {
+  CHORUS_HD_OUTLINE void recvCopySend(T* dst, size_t n) {
     const T* in = acquireRecv(n);
     if (!in) return;
     T* out = acquireSend();
     if (!out) return;
-    copyArray(out, in, n, op_, false, false);
-    copyArray(dst, out, n, op_, false, false);
-    postRecv();
-    finishSend(out, n);
+    teamCopy(exec_, out, in, n, op_, false, false);
+    teamCopy(exec_, dst, in, n, op_, false, false);
+    publish(out, n, true);
   }
 
  private:
@@ -122,55 +124,67 @@ class SimplePrimitives {
   // Reduces every received slot with pre(src) into dst (post() applied when asked).
   CHORUS_HD void reduceAll(T* dst, const T* in, const T* src, size_t n, bool post) {
     if (recv_.count == 1) {
-      reduceArrays(dst, in, src, n, op_, false, true, post);
+      teamReduce(exec_, dst, in, src, n, op_, false, true, post);
       return;
     }
-    reduceArrays(dst, in, src, n, op_, false, true, false);
+    // Each thread rereads only the elements it wrote itself, so no barrier is needed between.
+    teamReduce(exec_, dst, in, src, n, op_, false, true, false);
     for (int i = 1; i < recv_.count; ++i) {
       const T* more = reinterpret_cast<const T*>(recv_.ends[i]->slot(kProtocol, recv_.ends[i]->step));
-      reduceArrays(dst, dst, more, n, op_, false, false, post && i == recv_.count - 1);
+      teamReduce(exec_, dst, dst, more, n, op_, false, false, post && i == recv_.count - 1);
     }
   }
 
   // Waits until every send end has a free slot; returns the first end's slot.
   CHORUS_HD T* acquireSend() {
     if (!ok_) return nullptr;
-    for (int i = 0; i < send_.count && ok_; ++i) ok_ = acquireSlot(exec_, *send_.ends[i]);
-    return ok_ ? reinterpret_cast<T*>(send_.ends[0]->slot(kProtocol, send_.ends[0]->step)) : nullptr;
-  }
-
-  // Copies the first slot to the other send ends, then publishes the step on all.
-  CHORUS_HD void finishSend(const T* out, size_t n) {
-    for (int i = 0; i < send_.count; ++i) {
-      FifoEnd& s = *send_.ends[i];
-      if (i > 0) copyArray(reinterpret_cast<T*>(s.slot(kProtocol, s.step)), out, n, op_, false, false);
-      s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] = static_cast<int64_t>(n * sizeof(T));
-      Exec::storeRelease(&s.ctrl->tail, ++s.step);
+    if (exec_.tid() == 0) {
+      for (int i = 0; i < send_.count && ok_; ++i) ok_ = acquireSlot(exec_, *send_.ends[i]);
     }
+    ok_ = exec_.teamAll(ok_);
+    return ok_ ? reinterpret_cast<T*>(send_.ends[0]->slot(kProtocol, send_.ends[0]->step)) : nullptr;
   }
 
   // Waits until every receive end has step data; returns the first end's slot.
   CHORUS_HD const T* acquireRecv(size_t n) {
     if (!ok_) return nullptr;
-    for (int i = 0; i < recv_.count && ok_; ++i) {
-      FifoEnd& r = *recv_.ends[i];
-      ok_ = awaitStep(exec_, r);
-      if (!ok_) return nullptr;
-      const int64_t got = r.ctrl->sizes[r.step & static_cast<uint64_t>(r.nSlots - 1)];
-      if (got != static_cast<int64_t>(n * sizeof(T))) {
-        exec_.fail(r, "step size mismatch (send and receive counts differ)", got, static_cast<long>(n * sizeof(T)));
-        ok_ = false;
-        return nullptr;
+    if (exec_.tid() == 0) {
+      for (int i = 0; i < recv_.count && ok_; ++i) {
+        FifoEnd& r = *recv_.ends[i];
+        ok_ = awaitStep(exec_, r);
+        if (!ok_) break;
+        const int64_t got = r.ctrl->sizes[r.step & static_cast<uint64_t>(r.nSlots - 1)];
+        if (got != static_cast<int64_t>(n * sizeof(T))) {
+          exec_.fail(r, "step size mismatch (send and receive counts differ)", got, static_cast<long>(n * sizeof(T)));
+          ok_ = false;
+        }
       }
     }
-    return reinterpret_cast<const T*>(recv_.ends[0]->slot(kProtocol, recv_.ends[0]->step));
+    ok_ = exec_.teamAll(ok_);
+    return ok_ ? reinterpret_cast<const T*>(recv_.ends[0]->slot(kProtocol, recv_.ends[0]->step)) : nullptr;
   }
 
-  CHORUS_HD void postRecv() {
-    for (int i = 0; i < recv_.count; ++i) {
-      FifoEnd& r = *recv_.ends[i];
-      Exec::storeRelease(&r.ctrl->head, ++r.step);
+  // Ends a step: copies the first send slot `out` (if any) to the other send ends, then,
+  // once the whole team is done with the slots, releases the receive slots (`received`)
+  // and publishes the step on every send end.
+  CHORUS_HD void publish(const T* out, size_t n, bool received) {
+    for (int i = 1; out && i < send_.count; ++i) {
+      FifoEnd& s = *send_.ends[i];
+      teamCopy(exec_, reinterpret_cast<T*>(s.slot(kProtocol, s.step)), out, n, op_, false, false);
     }
+    exec_.teamSync();
+    if (exec_.tid() == 0) {
+      for (int i = 0; received && i < recv_.count; ++i) {
+        FifoEnd& r = *recv_.ends[i];
+        Exec::storeRelease(&r.ctrl->head, ++r.step);
+      }
+      for (int i = 0; out && i < send_.count; ++i) {
+        FifoEnd& s = *send_.ends[i];
+        s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] = static_cast<int64_t>(n * sizeof(T));
+        Exec::storeRelease(&s.ctrl->tail, ++s.step);
+      }
+    }
+    exec_.teamSync();  // the new step counters, before any thread computes a slot from them
   }
 
   Exec& exec_;

@@ -86,7 +86,7 @@ struct FifoEnd {
   int peer = -1;    // the rank at the other end, for error messages
   int peerPid = 0;  // that rank's process, to notice it dying (0: same process)
 
-  char* slot(Protocol p, uint64_t s) const {
+  CHORUS_HD char* slot(Protocol p, uint64_t s) const {
     const int i = static_cast<int>(p);
     return buffs[i] + (s & static_cast<uint64_t>(nSlots - 1)) * slotStride[i];
   }
@@ -160,10 +160,10 @@ struct PeerSet {
   int count = 0;
 
   PeerSet() = default;
-  explicit PeerSet(FifoEnd* one) {
+  CHORUS_HD explicit PeerSet(FifoEnd* one) {
     if (one) ends[count++] = one;
   }
-  void add(FifoEnd* end) {
+  CHORUS_HD void add(FifoEnd* end) {
     if (end && count < kMaxPeers) ends[count++] = end;
   }
 };

@@ -17,8 +17,8 @@ namespace chorus {
 // `up` receives from the children and sends to the parent; `down` receives from the
 // parent and sends to the children. A root has no parent, a leaf no children.
 template <typename Prims, typename T>
-CHORUS_HD void treeAllReduce(Prims& up, Prims& down, bool hasParent, bool hasChildren, const T* sendbuff,
-                             T* recvbuff, ChannelRange range) {
+CHORUS_HD_OUTLINE void treeAllReduce(Prims& up, Prims& down, bool hasParent, bool hasChildren, const T* sendbuff,
+                                     T* recvbuff, ChannelRange range) {
   const T* src = sendbuff + range.offset;
   T* dst = recvbuff + range.offset;
   if (!hasParent && !hasChildren) {

@@ -21,9 +21,9 @@ enum class WorkKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, 
 // PreMulSum(1/n) for floating types and SumPostDiv(n) for integers (as NCCL does).
 struct RedOpArgs {
   RedKind kind = RedKind::Sum;
-  uint64_t scalarBits = 0;           // PreMulSum's scalar, in the call's data type
-  const void* scalarPtr = nullptr;   // ncclScalarDevice: read when the work runs
-  int divisor = 1;                   // SumPostDiv's divisor
+  uint64_t scalarBits = 0;          // PreMulSum's scalar, in the call's data type
+  const void* scalarPtr = nullptr;  // ncclScalarDevice: read when the work runs
+  int divisor = 1;                  // SumPostDiv's divisor
 };
 
 struct WorkItem {
@@ -34,20 +34,20 @@ struct WorkItem {
   RedOpArgs op;
   const void* sendbuff;
   void* recvbuff;
-  size_t blockCount;   // elements of one rank's block (AllGather/ReduceScatter), else of the buffer
-  int root;            // root, or the peer of Send/Recv
+  size_t blockCount;  // elements of one rank's block (AllGather/ReduceScatter), else of the buffer
+  int root;           // root, or the peer of Send/Recv
   int channel;
   ChannelRange range;  // this channel's share
 };
 
 // A channel's tree neighbours and the connections to them.
 struct TreeView {
-  int parent = -1;                         // -1 at the root
+  int parent = -1;  // -1 at the root
   int nChildren = 0;
-  FifoEnd* sendUp = nullptr;               // to the parent
-  FifoEnd* recvDown = nullptr;             // from the parent
-  FifoEnd* recvUp[kMaxPeers] = {};         // from each child
-  FifoEnd* sendDown[kMaxPeers] = {};       // to each child
+  FifoEnd* sendUp = nullptr;          // to the parent
+  FifoEnd* recvDown = nullptr;        // from the parent
+  FifoEnd* recvUp[kMaxPeers] = {};    // from each child
+  FifoEnd* sendDown[kMaxPeers] = {};  // to each child
 };
 
 // What a channel's program may touch: its ring and tree connectors and ring order.

@@ -42,6 +42,13 @@ class CpuExec {
  public:
   explicit CpuExec(ExecContext& ctx) : ctx_(ctx) {}
 
+  // A lane is one host thread: a team of one (team_ops.h).
+  static constexpr bool kTeamOfOne = true;
+  static constexpr int tid() { return 0; }
+  static constexpr int nthreads() { return 1; }
+  static void teamSync() {}
+  static bool teamAll(bool v) { return v; }
+
   static uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
   // Untorn 8-byte accesses without ordering: LL's {data, flag} words.

@@ -1,0 +1,87 @@
+// Element loops shared by the threads of one executor context (a "team"): the
+// threads of a GPU block working on one channel, or a single host thread.
+//
+// The Exec interface's team half (see simple_primitives.h for the rest):
+//   int exec.tid(), int exec.nthreads()   — this thread's index in the team, the team's size;
+//   void exec.teamSync()                  — barrier; memory written before it is visible after;
+//   bool exec.teamAll(bool)               — barrier that also tells whether every thread passed true;
+//   static constexpr bool Exec::kTeamOfOne — the team is always one thread (the CPU executor):
+//                                           the team code compiles away, and LL/LL128 lines
+//                                           move in staged blocks rather than one per thread.
+// A team of one runs the plain loops of reduce_ops.h unchanged. A larger team deals out 16-byte packs round robin:
+// thread t takes packs t, t + N, ..., so neighbouring threads touch neighbouring bytes (coalesced on a GPU), and
+// aligned packs move as single 16-byte loads and stores.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dynamic_red_op.h"
+#include "common/platform.h"
+#include "common/reduce_ops.h"
+
+namespace chorus {
+
+namespace detail {
+
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr size_t kElems = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
+  T v[kElems];
+};
+
+CHORUS_HD bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Calls body(i, m) for each of this thread's packs: elements [i, i + m).
+template <typename Exec, typename T, typename Body>
+CHORUS_HD void forEachTeamPack(const Exec& exec, size_t n, Body&& body) {
+  constexpr size_t kPack = Pack16<T>::kElems;
+  const size_t stride = static_cast<size_t>(exec.nthreads()) * kPack;
+  for (size_t i = static_cast<size_t>(exec.tid()) * kPack; i < n; i += stride) body(i, n - i < kPack ? n - i : kPack);
+}
+
+}  // namespace detail
+
+// copyArray (reduce_ops.h, dynamic_red_op.h) shared among the team.
+template <typename Exec, typename T, typename Op>
+CHORUS_HD_OUTLINE void teamCopy(const Exec& exec, T* dst, const T* src, size_t n, const Op& op, bool pre, bool post) {
+  if constexpr (Exec::kTeamOfOne) {
+    return copyArray(dst, src, n, op, pre, post);
+  } else {
+    using P = detail::Pack16<T>;
+    const bool vector = detail::aligned16(dst) && detail::aligned16(src);
+    detail::forEachTeamPack<Exec, T>(exec, n, [&](size_t i, size_t m) {
+      if (vector && m == P::kElems) {
+        P x = *reinterpret_cast<const P*>(src + i);
+        copyArray(x.v, x.v, m, op, pre, post);
+        *reinterpret_cast<P*>(dst + i) = x;
+      } else {
+        copyArray(dst + i, src + i, m, op, pre, post);
+      }
+    });
+  }
+}
+
+// reduceArrays (reduce_ops.h, dynamic_red_op.h) shared among the team.
+template <typename Exec, typename T, typename Op>
+CHORUS_HD_OUTLINE void teamReduce(const Exec& exec, T* dst, const T* a, const T* b, size_t n, const Op& op, bool preA,
+                                  bool preB, bool postDst) {
+  if constexpr (Exec::kTeamOfOne) {
+    return reduceArrays(dst, a, b, n, op, preA, preB, postDst);
+  } else {
+    using P = detail::Pack16<T>;
+    const bool vector = detail::aligned16(dst) && detail::aligned16(a) && detail::aligned16(b);
+    detail::forEachTeamPack<Exec, T>(exec, n, [&](size_t i, size_t m) {
+      if (vector && m == P::kElems) {
+        P x = *reinterpret_cast<const P*>(a + i);
+        const P y = *reinterpret_cast<const P*>(b + i);
+        reduceArrays(x.v, x.v, y.v, m, op, preA, preB, postDst);
+        *reinterpret_cast<P*>(dst + i) = x;
+      } else {
+        reduceArrays(dst + i, a + i, b + i, m, op, preA, preB, postDst);
+      }
+    });
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,65 @@
+// A test executor whose lanes are teams of host threads: the team half of the Exec
+// interface (device/common/team_ops.h) as a GPU block has it, so the cooperative code
+// paths the CUDA executor compiles are run and checked on a machine without a GPU.
+// Memory ordering and waits are the CPU executor's.
+#pragma once
+
+#include <atomic>
+#include <barrier>
+
+#include "cpu/cpu_exec.h"
+
+namespace chorus {
+namespace fixtures {
+
+// What the threads of one team share.
+struct TeamState {
+  explicit TeamState(int n) : barrier(n) {}
+  std::barrier<> barrier;
+  // teamAll's votes, three rounds deep: round r votes in slot r % 3, and thread 0 clears
+  // slot (r + 2) % 3 (read in round r - 1 by threads that have all passed round r's
+  // barrier, written next in round r + 2, after thread 0 has passed round r + 1).
+  std::atomic<bool> someFalse[3] = {false, false, false};
+};
+
+class TeamExec {
+ public:
+  static constexpr bool kTeamOfOne = false;
+
+  TeamExec(ExecContext& ctx, TeamState& team, int tid, int nthreads)
+      : cpu_(ctx), team_(team), tid_(tid), nthreads_(nthreads) {}
+
+  static uint64_t loadAcquire(const uint64_t* p) { return CpuExec::loadAcquire(p); }
+  static void storeRelease(uint64_t* p, uint64_t v) { CpuExec::storeRelease(p, v); }
+  static uint64_t loadRelaxed(const uint64_t* p) { return CpuExec::loadRelaxed(p); }
+  static void storeRelaxed(uint64_t* p, uint64_t v) { CpuExec::storeRelaxed(p, v); }
+
+  int tid() const { return tid_; }
+  int nthreads() const { return nthreads_; }
+  void teamSync() { team_.barrier.arrive_and_wait(); }
+  bool teamAll(bool v) {
+    const int slot = round_ % 3;
+    if (!v) team_.someFalse[slot].store(true);
+    team_.barrier.arrive_and_wait();
+    const bool all = !team_.someFalse[slot].load();
+    if (tid_ == 0) team_.someFalse[(round_ + 2) % 3].store(false);
+    ++round_;
+    return all;
+  }
+
+  template <typename Cond>
+  bool waitUntil(Cond&& cond, const FifoEnd& end) {
+    return cpu_.waitUntil(cond, end);
+  }
+  void fail(const FifoEnd& end, const char* what, long got, long expected) { cpu_.fail(end, what, got, expected); }
+
+ private:
+  CpuExec cpu_;
+  TeamState& team_;
+  int tid_;
+  int nthreads_;
+  int round_ = 0;
+};
+
+}  // namespace fixtures
+}  // namespace chorus

@@ -1,0 +1,283 @@
+// device/common's programs run by teams of threads (tests/unit/team_exec.h), as a GPU
+// block runs them: every collective × algorithm × protocol across 2 and 3 ranks of 4
+// threads each, checked against values computed here; and an abort that must release
+// every thread of a waiting team.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/datatypes.h"
+#include "common/dynamic_red_op.h"
+#include "common/ll128_primitives.h"
+#include "common/ll_primitives.h"
+#include "common/programs.h"
+#include "common/simple_primitives.h"
+#include "fifo_fixture.h"
+#include "team_exec.h"
+
+namespace chorus {
+namespace {
+
+using fixtures::TeamExec;
+using fixtures::TeamState;
+using fixtures::TestFifo;
+
+constexpr int kTeamSize = 4;
+// Small slots: many steps and partial lines, yet several lines per thread of a team.
+size_t slotBytesFor(Protocol proto) { return proto == Protocol::LL128 ? 128 * 12 : 512; }
+
+template <template <class, class, class> class P, Protocol Proto>
+struct ProtocolTag {
+  template <typename T, typename Op, typename Exec>
+  using Prims = P<T, Op, Exec>;
+  static constexpr Protocol kProtocol = Proto;
+};
+using SimpleTag = ProtocolTag<SimplePrimitives, Protocol::Simple>;
+using LLTag = ProtocolTag<LLPrimitives, Protocol::LL>;
+using LL128Tag = ProtocolTag<LL128Primitives, Protocol::LL128>;
+
+// n ranks in one process: a ring (r -> r+1) and a chain tree rooted at rank 0 (rank r's
+// parent is r - 1), every connection a FIFO of the protocol under test.
+class TeamRanks {
+ public:
+  TeamRanks(int nranks, Protocol proto) : n_(nranks), proto_(proto), ctx_(nranks), abort_(nranks) {
+    for (int r = 0; r < n_; ++r) {
+      ring_.push_back(std::make_unique<TestFifo>(proto, slotBytesFor(proto)));
+      up_.push_back(std::make_unique<TestFifo>(proto, slotBytesFor(proto)));    // r -> r - 1 (unused for r = 0)
+      down_.push_back(std::make_unique<TestFifo>(proto, slotBytesFor(proto)));  // r - 1 -> r (unused for r = 0)
+      ctx_[r].abortFlag = &abort_[r];
+      ctx_[r].timeoutSec = 60;
+    }
+    ringRanks_.assign(n_, std::vector<int>(n_));
+    views_.resize(n_);
+    p2pRecv_.assign(n_, std::vector<FifoEnd*>(n_, nullptr));
+    for (int r = 0; r < n_; ++r) {
+      for (int k = 0; k < n_; ++k) ringRanks_[r][k] = (r + k) % n_;
+      ChannelView& v = views_[r];
+      v.ringSend = &ring_[r]->sender;
+      v.ringRecv = &ring_[(r + n_ - 1) % n_]->receiver;
+      v.ringRanks = ringRanks_[r].data();
+      v.tree.parent = r - 1;
+      if (r > 0) {
+        v.tree.sendUp = &up_[r]->sender;
+        v.tree.recvDown = &down_[r]->receiver;
+      }
+      if (r + 1 < n_) {
+        v.tree.nChildren = 1;
+        v.tree.recvUp[0] = &up_[r + 1]->receiver;
+        v.tree.sendDown[0] = &down_[r + 1]->sender;
+      }
+    }
+    comms_.resize(n_);
+    for (int r = 0; r < n_; ++r) comms_[r] = CommView{r, n_, 1, &views_[r], nullptr, p2pRecv_[r].data()};
+  }
+
+  // Rank 0 receives from rank `from` over its ring connection (nobody sends on it).
+  void routeRecvFromRing(int from) { p2pRecv_[0][from] = &ring_[n_ - 1]->receiver; }
+
+  // Runs items[r] on rank r with a team of kTeamSize threads per rank.
+  template <typename Tag, typename T, typename Op>
+  void run(const std::vector<WorkItem>& items, const Op& op) {
+    std::vector<std::unique_ptr<TeamState>> teams;
+    for (int r = 0; r < n_; ++r) teams.push_back(std::make_unique<TeamState>(kTeamSize));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n_; ++r) {
+      for (int t = 0; t < kTeamSize; ++t) {
+        threads.emplace_back([&, r, t] {
+          TeamExec exec(ctx_[r], *teams[r], t, kTeamSize);
+          programs::runItem<Tag::template Prims, T>(exec, comms_[r], items[r], op);
+        });
+      }
+    }
+    for (auto& th : threads) th.join();
+  }
+
+  int result(int r) const { return ctx_[r].result.load(); }
+  void abort(int r) { abort_[r].store(1); }
+  uint64_t ringSendStep(int r) const { return ring_[r]->sender.step; }
+
+ private:
+  int n_;
+  Protocol proto_;
+  std::vector<std::unique_ptr<TestFifo>> ring_, up_, down_;
+  std::vector<ExecContext> ctx_;
+  std::vector<std::atomic<uint32_t>> abort_;
+  std::vector<std::vector<int>> ringRanks_;
+  std::vector<ChannelView> views_;
+  std::vector<std::vector<FifoEnd*>> p2pRecv_;
+  std::vector<CommView> comms_;
+};
+
+WorkItem itemOf(WorkKind kind, Algorithm algo, Protocol proto, ncclDataType_t dtype, const void* send, void* recv,
+                size_t count, int root) {
+  WorkItem w{};
+  w.kind = kind;
+  w.algo = algo;
+  w.proto = proto;
+  w.dtype = dtype;
+  w.sendbuff = send;
+  w.recvbuff = recv;
+  w.blockCount = count;
+  w.root = root;
+  w.channel = 0;
+  w.range = ChannelRange{0, count};
+  return w;
+}
+
+int32_t input(int rank, size_t i) { return static_cast<int32_t>(rank * 1000 + static_cast<int>(i % 977) * 7 - 300); }
+
+template <typename Tag>
+class TeamProgramsTest : public ::testing::Test {};
+using Protocols = ::testing::Types<SimpleTag, LLTag, LL128Tag>;
+TYPED_TEST_SUITE(TeamProgramsTest, Protocols);
+
+const size_t kCounts[] = {1, 37, 4099};
+
+// AllReduce (ring, and tree) of int32 sums.
+TYPED_TEST(TeamProgramsTest, AllReduceRingAndTree) {
+  using Op = RedOp<int32_t, RedKind::Sum>;
+  for (int nranks : {2, 3}) {
+    for (Algorithm algo : {Algorithm::Ring, Algorithm::Tree}) {
+      for (size_t count : kCounts) {
+        TeamRanks ranks(nranks, TypeParam::kProtocol);
+        std::vector<std::vector<int32_t>> send(nranks, std::vector<int32_t>(count)), recv = send;
+        std::vector<WorkItem> items;
+        for (int r = 0; r < nranks; ++r) {
+          for (size_t i = 0; i < count; ++i) send[r][i] = input(r, i);
+          items.push_back(itemOf(WorkKind::AllReduce, algo, TypeParam::kProtocol, ncclInt32, send[r].data(),
+                                 recv[r].data(), count, 0));
+        }
+        ranks.run<TypeParam, int32_t>(items, Op{0, 1});
+        for (int r = 0; r < nranks; ++r) {
+          ASSERT_EQ(ranks.result(r), ncclSuccess);
+          for (size_t i = 0; i < count; ++i) {
+            int32_t expected = 0;
+            for (int q = 0; q < nranks; ++q) expected += input(q, i);
+            ASSERT_EQ(recv[r][i], expected) << nranks << " ranks, algo " << static_cast<int>(algo) << ", count "
+                                            << count << ", rank " << r << ", index " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// An average by PreMulSum(1/2) over floats whose products and sums are exact.
+TYPED_TEST(TeamProgramsTest, AllReduceFloatPreMulSum) {
+  using Op = RedOp<float, RedKind::PreMulSum>;
+  const int nranks = 3;
+  const size_t count = 2053;
+  TeamRanks ranks(nranks, TypeParam::kProtocol);
+  std::vector<std::vector<float>> send(nranks, std::vector<float>(count)), recv = send;
+  std::vector<WorkItem> items;
+  for (int r = 0; r < nranks; ++r) {
+    for (size_t i = 0; i < count; ++i) send[r][i] = static_cast<float>(input(r, i));
+    items.push_back(itemOf(WorkKind::AllReduce, Algorithm::Ring, TypeParam::kProtocol, ncclFloat32, send[r].data(),
+                           recv[r].data(), count, 0));
+  }
+  ranks.run<TypeParam, float>(items, Op{0.5f, 1});
+  for (int r = 0; r < nranks; ++r) {
+    ASSERT_EQ(ranks.result(r), ncclSuccess);
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(recv[r][i], 0.5f * static_cast<float>(input(0, i) + input(1, i) + input(2, i))) << r << " " << i;
+  }
+}
+
+// The GPU's run-time op (DynamicRedOp), here Min, through the same team programs.
+TYPED_TEST(TeamProgramsTest, AllReduceRunTimeOpMin) {
+  const int nranks = 3;
+  const size_t count = 3001;
+  TeamRanks ranks(nranks, TypeParam::kProtocol);
+  std::vector<std::vector<int32_t>> send(nranks, std::vector<int32_t>(count)), recv = send;
+  std::vector<WorkItem> items;
+  for (int r = 0; r < nranks; ++r) {
+    for (size_t i = 0; i < count; ++i) send[r][i] = input(r, i) * (i % 3 == 0 ? -1 : 1);
+    items.push_back(itemOf(WorkKind::AllReduce, Algorithm::Ring, TypeParam::kProtocol, ncclInt32, send[r].data(),
+                           recv[r].data(), count, 0));
+  }
+  ranks.run<TypeParam, int32_t>(items, DynamicRedOp<int32_t>{RedKind::Min, 0, 1});
+  for (int r = 0; r < nranks; ++r) {
+    ASSERT_EQ(ranks.result(r), ncclSuccess);
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(recv[r][i], std::min({send[0][i], send[1][i], send[2][i]})) << r << " " << i;
+  }
+}
+
+// ReduceScatter (Max), AllGather, Broadcast from rank 1 and Reduce (Sum) to rank 2.
+TYPED_TEST(TeamProgramsTest, ReduceScatterAllGatherBroadcastReduce) {
+  const int nranks = 3;
+  const Protocol proto = TypeParam::kProtocol;
+  for (size_t count : kCounts) {
+    std::vector<std::vector<int32_t>> wide(nranks, std::vector<int32_t>(nranks * count));
+    std::vector<std::vector<int32_t>> narrow(nranks, std::vector<int32_t>(count));
+    std::vector<std::vector<int32_t>> out(nranks), outWide(nranks);
+    for (int r = 0; r < nranks; ++r) {
+      for (size_t i = 0; i < wide[r].size(); ++i) wide[r][i] = input(r, i * 3 + 1) * (r % 2 == 0 ? 1 : -1);
+      for (size_t i = 0; i < count; ++i) narrow[r][i] = input(r, i);
+    }
+    auto runAll = [&](WorkKind kind, int root, auto op, bool wideIn, bool wideOut) {
+      TeamRanks ranks(nranks, proto);
+      std::vector<WorkItem> items;
+      for (int r = 0; r < nranks; ++r) {
+        out[r].assign(count, -1);
+        outWide[r].assign(nranks * count, -1);
+        items.push_back(itemOf(kind, Algorithm::Ring, proto, ncclInt32, wideIn ? wide[r].data() : narrow[r].data(),
+                               wideOut ? outWide[r].data() : out[r].data(), count, root));
+      }
+      ranks.run<TypeParam, int32_t>(items, op);
+      for (int r = 0; r < nranks; ++r) ASSERT_EQ(ranks.result(r), ncclSuccess) << "rank " << r;
+    };
+
+    runAll(WorkKind::ReduceScatter, 0, RedOp<int32_t, RedKind::Max>{0, 1}, true, false);
+    for (int r = 0; r < nranks; ++r)
+      for (size_t i = 0; i < count; ++i) {
+        int32_t expected = wide[0][r * count + i];
+        for (int q = 1; q < nranks; ++q) expected = std::max(expected, wide[q][r * count + i]);
+        ASSERT_EQ(out[r][i], expected) << "ReduceScatter count " << count << " rank " << r << " index " << i;
+      }
+
+    runAll(WorkKind::AllGather, 0, RedOp<int32_t, RedKind::Sum>{0, 1}, false, true);
+    for (int r = 0; r < nranks; ++r)
+      for (int q = 0; q < nranks; ++q)
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(outWide[r][q * count + i], narrow[q][i]) << "AllGather count " << count << " rank " << r;
+
+    runAll(WorkKind::Broadcast, 1, RedOp<int32_t, RedKind::Sum>{0, 1}, false, false);
+    for (int r = 0; r < nranks; ++r)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[r][i], narrow[1][i]) << "Broadcast rank " << r;
+
+    runAll(WorkKind::Reduce, 2, RedOp<int32_t, RedKind::Sum>{0, 1}, false, false);
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out[2][i], narrow[0][i] + narrow[1][i] + narrow[2][i]) << "Reduce count " << count << " index " << i;
+  }
+}
+
+// A team waiting for data that never comes: an abort releases every thread of it, with
+// the same outcome on each, and the connection's step counter is left alone.
+TYPED_TEST(TeamProgramsTest, AbortReleasesTheWholeWaitingTeam) {
+  TeamRanks ranks(2, TypeParam::kProtocol);
+  ranks.routeRecvFromRing(1);
+  std::vector<int32_t> recv(1000, 0);
+  std::vector<WorkItem> items(2, itemOf(WorkKind::Recv, Algorithm::Ring, TypeParam::kProtocol, ncclInt32, nullptr,
+                                        recv.data(), recv.size(), 1));
+  items[1].kind = WorkKind::LocalCopy;  // rank 1: a no-op copy of nothing, so only rank 0 waits
+  items[1].range.count = 0;
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ranks.abort(0);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  ranks.run<TypeParam, int32_t>(items, RedOp<int32_t, RedKind::Sum>{0, 1});
+  aborter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_NE(ranks.result(0), ncclSuccess) << "the aborted wait is recorded";
+  EXPECT_EQ(ranks.result(1), ncclSuccess);
+  for (int32_t v : recv) ASSERT_EQ(v, 0) << "nothing was received";
+}
+
+}  // namespace
+}  // namespace chorus
