@@ -37,8 +37,14 @@ ncclResult_t validate(const Call& c, ncclComm* comm) {
   CHORUS_CHECK(checkCount(c.count, c.dtype, c.blockPerRank ? comm->nranks : 1, c.func));
   if (c.count > 0) {
     const bool isRoot = c.rooted && c.root == comm->rank;
-    if (c.needsSend && (!c.sendAtRootOnly || isRoot)) CHORUS_CHECK(checkNotNull(c.sendbuff, "sendbuff", c.func));
-    if (c.needsRecv && (!c.recvAtRootOnly || isRoot)) CHORUS_CHECK(checkNotNull(c.recvbuff, "recvbuff", c.func));
+    if (c.needsSend && (!c.sendAtRootOnly || isRoot)) {
+      CHORUS_CHECK(checkNotNull(c.sendbuff, "sendbuff", c.func));
+      CHORUS_CHECK(checkHostAccessible(c.sendbuff, "sendbuff", c.func));
+    }
+    if (c.needsRecv && (!c.recvAtRootOnly || isRoot)) {
+      CHORUS_CHECK(checkNotNull(c.recvbuff, "recvbuff", c.func));
+      CHORUS_CHECK(checkHostAccessible(c.recvbuff, "recvbuff", c.func));
+    }
   }
   return ncclSuccess;
 }
