@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <utility>
@@ -19,7 +20,8 @@ constexpr float kEmeraldRapidsQpiBw = 40.0f;
 constexpr float kOlderQpiBw = 6.0f;
 constexpr float kAmdBw = 16.0f;
 constexpr float kOtherCpuBw = 6.0f;
-constexpr float kPciGen3x16Bw = 12.0f;  // when the XML gives no link speed
+constexpr int kUnknownPciWidth = 16;  // NCCL's width for link_width="0" (sysfs could not tell)
+constexpr float kSameBw = 1e-3f;      // GB/s: paths this close are equally good
 constexpr const char* kNvSwitchClass = "0x068000";
 
 std::string lower(std::string text) {
@@ -109,10 +111,12 @@ class Builder {
     std::string busId;
     CHORUS_CHECK(require(xml, "busid", &busId));
     busId = lower(busId);
-    // Detection writes empty link attributes when sysfs cannot tell them, as NCCL does.
+    // Detection writes empty link attributes when sysfs cannot tell them, and virtual
+    // machines report link_width="0" under a real speed (IBM's H100 VSI file: Gen5, width 0).
+    // NCCL reads a width of 0 as x16 and an unknown speed as Gen3, so do the same.
     const std::string speed = attrOr(xml, "link_speed");
     const int width = std::atoi(attrOr(xml, "link_width", "0").c_str());
-    const float bw = !speed.empty() && width > 0 ? pciBandwidth(speed, width) : kPciGen3x16Bw;
+    const float bw = pciBandwidth(speed, width > 0 ? width : kUnknownPciWidth);
     if (const XmlNode* gpuXml = xml.child("gpu")) return gpu(*gpuXml, busId, parent, cpuIndex, bw);
     if (const XmlNode* nicXml = xml.child("nic")) return nic(*nicXml, &busId, parent, cpuIndex, bw);
     return children(xml, add(treeNode(NodeKind::PciSwitch, busId, parent, cpuIndex, bw)), cpuIndex);
@@ -303,17 +307,35 @@ TopoPath TopoSystem::path(int from, int to) const {
   return pciPath(from, to);
 }
 
-int TopoSystem::nearestNic(int gpu) const {
-  int best = -1;
+std::vector<int> TopoSystem::nearestNics(int gpu) const {
+  std::vector<int> best;
+  if (gpu < 0 || gpu >= static_cast<int>(parts_.nodes.size())) return best;
   TopoPath bestPath;
   for (int nic : parts_.nics) {
     const TopoPath p = path(gpu, nic);
-    if (best < 0 || p.type < bestPath.type || (p.type == bestPath.type && p.bw > bestPath.bw)) {
-      best = nic;
+    const bool sameAsBest = !best.empty() && p.type == bestPath.type && std::abs(p.bw - bestPath.bw) <= kSameBw;
+    if (sameAsBest) {
+      best.push_back(nic);
+    } else if (best.empty() || p.type < bestPath.type || (p.type == bestPath.type && p.bw > bestPath.bw)) {
+      best = {nic};
       bestPath = p;
     }
   }
   return best;
+}
+
+int TopoSystem::nearestNic(int gpu) const {
+  const std::vector<int> best = nearestNics(gpu);
+  if (best.empty()) return -1;
+  // GPUs with the same nearest NICs (Azure ND A100 v4: two GPUs and two NICs behind each
+  // switch) take them in turn, in document order, as NCCL's ncclTopoGetLocalNet spreads
+  // them by GPU; else every GPU there would leave through the first NIC.
+  size_t turn = 0;
+  for (int other : parts_.gpus) {
+    if (other == gpu) break;
+    if (nearestNics(other) == best) ++turn;
+  }
+  return best[turn % best.size()];
 }
 
 }  // namespace chorus::topo

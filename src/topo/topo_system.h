@@ -64,7 +64,12 @@ class TopoSystem {
   // The best path between two Gpu/Nic nodes: NVLink when both ends have it (directly or
   // through NVSwitch), else the PCI tree and, between sockets, the inter-socket link.
   TopoPath path(int from, int to) const;
-  // The NIC with the best path from `gpu` (ties: the first in document order); -1 if none.
+  // The NICs with the best path from `gpu` (same path type and bandwidth), in document
+  // order; empty when there is none or `gpu` is not a node index.
+  std::vector<int> nearestNics(int gpu) const;
+  // The NIC `gpu` leaves through: one of its nearestNics, dealt in turn to the GPUs (in
+  // document order) that share them, so two GPUs with two equally near NICs use one each;
+  // -1 if there is none.
   int nearestNic(int gpu) const;
 
  private:

@@ -210,3 +210,63 @@ TEST(TopoSystemTest, ElementsItCannotPlaceAreErrorsNamingThem) {
 
 }  // namespace
 }  // namespace chorus::topo
+
+namespace chorus::topo {
+namespace {
+
+TopoSystem parsed(const std::string& text) {
+  XmlNode xml;
+  std::string error;
+  EXPECT_EQ(parseXml(text, &xml, &error), ncclSuccess) << error;
+  TopoSystem system;
+  EXPECT_EQ(TopoSystem::fromXml(xml, &system, &error), ncclSuccess) << error;
+  return system;
+}
+
+// Virtual machines report link_width="0" under a real link speed (seen in a cloud
+// provider's published H100 topology file); NCCL reads the width 0 as x16, so a Gen5 GPU
+// to NIC path is 48 GB/s, not the 12 GB/s of an unknown link.
+TEST(TopoSystemTest, LinkWidthZeroIsReadAsSixteenLanes) {
+  const TopoSystem system = parsed(
+      "<system version=\"1\"><cpu numaid=\"0\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" "
+      "modelid=\"143\">\n"
+      "<pci busid=\"0000:10:00.0\" class=\"0x060400\" link_speed=\"32.0 GT/s PCIe\" link_width=\"0\">\n"
+      " <pci busid=\"0000:11:00.0\" class=\"0x030200\" link_speed=\"32.0 GT/s PCIe\" link_width=\"0\">\n"
+      "  <gpu dev=\"0\" sm=\"90\"/></pci>\n"
+      " <pci busid=\"0000:12:00.0\" class=\"0x020000\" link_speed=\"32.0 GT/s PCIe\" link_width=\"0\">\n"
+      "  <nic><net name=\"mlx5_0\" dev=\"0\" speed=\"200000\" port=\"1\" gdr=\"1\"/></nic></pci>\n"
+      "</pci></cpu></system>\n");
+  ASSERT_EQ(system.gpus().size(), 1u);
+  ASSERT_EQ(system.nics().size(), 1u);
+  const TopoPath p = system.path(system.gpus()[0], system.nics()[0]);
+  EXPECT_EQ(p.type, PathType::PIX);
+  EXPECT_FLOAT_EQ(p.bw, 48.0f);
+}
+
+// Two GPUs and two NICs behind one switch (the shape of an 8 x A100 cloud VM): the GPUs
+// leave through one NIC each, in document order, as NCCL spreads them; not both through
+// the first.
+TEST(TopoSystemTest, GpusSharingEquallyNearNicsTakeOneEach) {
+  std::string text =
+      "<system version=\"1\"><cpu numaid=\"0\" arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"23\" "
+      "modelid=\"49\">\n<pci busid=\"0000:20:00.0\" class=\"0x060400\" link_speed=\"16.0 GT/s PCIe\" "
+      "link_width=\"16\">\n";
+  for (int g = 0; g < 2; ++g)
+    text += " <pci busid=\"0000:2" + std::to_string(1 + g) +
+            ":00.0\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"><gpu dev=\"" +
+            std::to_string(g) + "\" sm=\"80\"/></pci>\n";
+  for (int n = 0; n < 2; ++n)
+    text += " <pci busid=\"0000:2" + std::to_string(3 + n) +
+            ":00.0\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"><nic><net name=\"mlx5_" +
+            std::to_string(n) + "\" dev=\"" + std::to_string(n) + "\" speed=\"200000\" port=\"1\"/></nic></pci>\n";
+  text += "</pci></cpu></system>\n";
+  const TopoSystem system = parsed(text);
+  ASSERT_EQ(system.gpus().size(), 2u);
+  ASSERT_EQ(system.nics().size(), 2u);
+  EXPECT_EQ(system.nearestNics(system.gpus()[0]).size(), 2u) << "both NICs are as near";
+  EXPECT_EQ(system.nearestNic(system.gpus()[0]), system.nics()[0]);
+  EXPECT_EQ(system.nearestNic(system.gpus()[1]), system.nics()[1]);
+}
+
+}  // namespace
+}  // namespace chorus::topo
