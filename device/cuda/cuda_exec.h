@@ -1,0 +1,107 @@
+// The CUDA executor's side of device/common's Exec interface: one thread block runs a
+// lane, its threads a team (team_ops.h). FIFO counters and LL words live in memory
+// another GPU or the host may write (peer memory, pinned host memory), so loads and
+// stores use the system scope.
+//
+// A wait polls its condition, and every kPollsPerCheck polls also the abort flag, the
+// connection's `broken` word, failures of other blocks and the timeout (the GPU's
+// global timer), so that no kernel outlives an abort, a dead peer or CHORUS_TIMEOUT.
+// nvcc only.
+#pragma once
+
+#include <cstdint>
+
+#include "common/step_fifo.h"
+#include "cuda/kernel_args.h"
+
+namespace chorus {
+
+class CudaExec {
+ public:
+  static constexpr bool kTeamOfOne = false;
+  static constexpr uint32_t kPollsPerCheck = 1024;
+
+  __device__ explicit CudaExec(const KernelArgs& args) : args_(args) {}
+
+  __device__ static uint64_t loadAcquire(const uint64_t* p) {
+    uint64_t v;
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  // The team's data were written by other threads too: the caller has passed a team
+  // barrier (teamSync), and the system fence makes all of it visible before the counter.
+  __device__ static void storeRelease(uint64_t* p, uint64_t v) {
+    __threadfence_system();
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+  __device__ static uint64_t loadRelaxed(const uint64_t* p) {
+    uint64_t v;
+    asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ static void storeRelaxed(uint64_t* p, uint64_t v) {
+    asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+
+  __device__ int tid() const { return static_cast<int>(threadIdx.x); }
+  __device__ int nthreads() const { return static_cast<int>(blockDim.x); }
+  __device__ void teamSync() const { __syncthreads(); }
+  __device__ bool teamAll(bool v) const { return __syncthreads_and(v ? 1 : 0) != 0; }
+
+  template <typename Cond>
+  __device__ bool waitUntil(Cond&& cond, const FifoEnd& end) {
+    uint64_t start = 0;
+    for (uint32_t polls = 1;; ++polls) {
+      if (cond()) return true;
+      if (polls % kPollsPerCheck != 0) continue;
+      if (*reinterpret_cast<const volatile uint32_t*>(args_.abortFlag) != 0) {
+        record(ncclSystemError, end.peer, "aborted (ncclCommAbort or a failure elsewhere)", 0, 0);
+        return false;
+      }
+      if (*reinterpret_cast<const volatile int*>(&args_.status->code) != 0) return false;  // another block failed
+      if (*reinterpret_cast<const volatile uint32_t*>(&end.ctrl->broken) != 0) {
+        if (cond()) return true;  // delivered just before the connection broke
+        record(ncclRemoteError, end.peer, "the connection to the peer broke (its work failed or it aborted)", 0, 0);
+        return false;
+      }
+      const uint64_t now = globalTimer();
+      if (start == 0) start = now;
+      if (args_.timeoutNs != 0 && now - start > args_.timeoutNs) {
+        record(ncclSystemError, end.peer, "no progress from the peer within CHORUS_TIMEOUT", 0, 0);
+        return false;
+      }
+    }
+  }
+
+  // A malformed step (or an unusable slot): recorded as ncclInternalError.
+  __device__ void fail(const FifoEnd& end, const char* what, long got, long expected) {
+    record(ncclInternalError, end.peer, what, got, expected);
+  }
+
+  // Records the launch's first failure; later ones are dropped.
+  __device__ void record(int code, int peer, const char* what, long got, long expected) {
+    KernelStatus* s = args_.status;
+    if (atomicCAS(&s->code, 0, code) != 0) return;
+    s->peer = peer;
+    s->block = static_cast<int>(blockIdx.x);
+    s->got = got;
+    s->expected = expected;
+    int i = 0;
+    for (; what[i] != '\0' && i + 1 < static_cast<int>(sizeof(s->what)); ++i) s->what[i] = what[i];
+    s->what[i] = '\0';
+    __threadfence_system();
+  }
+
+  __device__ bool failed() const { return *reinterpret_cast<const volatile int*>(&args_.status->code) != 0; }
+
+ private:
+  __device__ static uint64_t globalTimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  }
+
+  const KernelArgs& args_;
+};
+
+}  // namespace chorus

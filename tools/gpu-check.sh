@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The one prepared run for a machine with a GPU (the lent H200 of the `device` tool):
+# builds the CUDA executor's kernels for the GPU present (unless the programs are already
+# in the build directory, built elsewhere and carried), runs the GPU test suite and the
+# kernel benchmarks, and leaves their logs in $OUT (or <build>/gpu-check). Sized to
+# finish within 8 minutes on one H200. Exit: 0 all passed, 1 a failure, 77 no GPU.
+# Usage: tools/gpu-check.sh [build-dir]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+out=${OUT:-$build/gpu-check}
+mkdir -p "$out"
+
+if ! nvidia-smi -L >"$out/gpus.txt" 2>&1; then
+  echo "gpu-check: skipped: no GPU (nvidia-smi -L failed: $(head -1 "$out/gpus.txt"))"
+  exit 77
+fi
+cat "$out/gpus.txt"
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '. ')
+
+tests="$build/tests/gpu/chorus_gpu_tests"
+bench="$build/bench/gpu_kernel_bench"
+if [[ ! -x $tests || ! -x $bench ]]; then
+  echo "== building for sm_$arch in $build"
+  start=$SECONDS
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCHORUS_CUDA_ARCHS="$arch" \
+    -DCHORUS_BUILD_TORCH=OFF >"$out/configure.log" 2>&1 &&
+    cmake --build "$build" -j"$(nproc)" --target chorus_gpu_tests gpu_kernel_bench >"$out/build.log" 2>&1
+  rc=$?
+  echo "== build: exit $rc in $((SECONDS - start)) s (logs in $out)"
+  if [[ $rc -ne 0 ]]; then
+    tail -30 "$out/build.log"
+    exit 1
+  fi
+fi
+
+status=0
+echo "== GPU test suite"
+timeout 300 "$tests" --gtest_output="xml:$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+echo "== kernel benchmarks"
+timeout 120 "$bench" 256 200 2>&1 | tee "$out/gpu_kernel_bench.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+echo "== gpu-check: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
+exit $status
