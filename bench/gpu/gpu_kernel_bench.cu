@@ -16,6 +16,7 @@
 #include "common/reduce_ops.h"
 #include "common/team_ops.h"
 #include "device_ranks.h"
+#include "work_item_fixture.h"
 
 namespace chorus {
 namespace {
@@ -114,19 +115,10 @@ int latency(int iters) {
   for (Protocol proto : {Protocol::LL, Protocol::LL128, Protocol::Simple}) {
     DeviceRanks ranks(2, layout);
     DeviceBuffer send0(8), send1(8), recv0(8), recv1(8);
-    std::vector<WorkItem> items(2);
-    for (int r = 0; r < 2; ++r) {
-      WorkItem& w = items[r];
-      w = WorkItem{};
-      w.kind = WorkKind::AllReduce;
-      w.algo = Algorithm::Ring;
-      w.proto = proto;
-      w.dtype = ncclFloat32;
-      w.sendbuff = r == 0 ? send0.get() : send1.get();
-      w.recvbuff = r == 0 ? recv0.get() : recv1.get();
-      w.blockCount = 2;
-      w.range = ChannelRange{0, 2};
-    }
+    const std::vector<WorkItem> items = {fixtures::wholeCallItem(WorkKind::AllReduce, Algorithm::Ring, proto,
+                                                                 ncclFloat32, send0.get(), recv0.get(), 2, 0),
+                                         fixtures::wholeCallItem(WorkKind::AllReduce, Algorithm::Ring, proto,
+                                                                 ncclFloat32, send1.get(), recv1.get(), 2, 0)};
     if (!ranks.run(items, RedKind::Sum)) return 1;  // warm-up
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i)

@@ -9,10 +9,14 @@
 #include <vector>
 
 #include "device_ranks.h"
+#include "work_item_fixture.h"
 
 namespace chorus {
 namespace gpu_test {
 namespace {
+
+using fixtures::rankInput;
+using fixtures::wholeCallItem;
 
 #define SKIP_WITHOUT_GPU()                                          \
   do {                                                              \
@@ -43,38 +47,20 @@ DeviceBuffer uploadVector(const std::vector<T>& v) {
   return b;
 }
 
-WorkItem itemOf(WorkKind kind, Algorithm algo, Protocol proto, ncclDataType_t dtype, RedKind op, const void* send,
-                void* recv, size_t count, int root) {
-  WorkItem w{};
-  w.kind = kind;
-  w.algo = algo;
-  w.proto = proto;
-  w.dtype = dtype;
-  w.op.kind = op;
-  w.sendbuff = send;
-  w.recvbuff = recv;
-  w.blockCount = count;
-  w.root = root;
-  w.range = ChannelRange{0, count};
-  return w;
-}
-
-int32_t input(int rank, size_t i) { return static_cast<int32_t>(rank * 1000 + static_cast<int>(i % 977) * 7 - 300); }
-
 const Protocol kProtocols[] = {Protocol::Simple, Protocol::LL, Protocol::LL128};
 
-// Every rank's float AllReduce of input(r, i): device buffers and one item per rank.
+// Every rank's float AllReduce of rankInput(r, i): device buffers and one item per rank.
 struct FloatAllReduce {
   std::vector<DeviceBuffer> send, recv;
   std::vector<WorkItem> items;
   FloatAllReduce(int nranks, size_t count, Algorithm algo, Protocol proto, RedKind kind) {
     for (int r = 0; r < nranks; ++r) {
       std::vector<float> in(count);
-      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(input(r, i));
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(rankInput(r, i));
       send.push_back(uploadVector(in));
       recv.emplace_back(count * sizeof(float));
       items.push_back(
-          itemOf(WorkKind::AllReduce, algo, proto, ncclFloat32, kind, send[r].get(), recv[r].get(), count, 0));
+          wholeCallItem(WorkKind::AllReduce, algo, proto, ncclFloat32, send[r].get(), recv[r].get(), count, 0, kind));
     }
   }
 };
@@ -93,7 +79,7 @@ TEST(GpuCollectives, AllReduceFloatSumEveryAlgorithmAndProtocol) {
             const std::vector<float> out = download<float>(call.recv[r], count);
             for (size_t i = 0; i < count; ++i) {
               float expected = 0;
-              for (int q = 0; q < nranks; ++q) expected += static_cast<float>(input(q, i));
+              for (int q = 0; q < nranks; ++q) expected += static_cast<float>(rankInput(q, i));
               ASSERT_EQ(out[i], expected)
                   << nranks << " ranks proto " << static_cast<int>(proto) << " algo " << static_cast<int>(algo)
                   << " count " << count << " rank " << r << " index " << i;
@@ -117,17 +103,17 @@ TEST(GpuCollectives, RunTimeOpsMaxMinAndPreMulSum) {
       std::vector<WorkItem> items;
       for (int r = 0; r < nranks; ++r) {
         std::vector<int32_t> in(count);
-        for (size_t i = 0; i < count; ++i) in[i] = input(r, i) * (i % 2 ? 1 : -1);
+        for (size_t i = 0; i < count; ++i) in[i] = rankInput(r, i) * (i % 2 ? 1 : -1);
         send.push_back(uploadVector(in));
         recv.emplace_back(count * sizeof(int32_t));
-        items.push_back(itemOf(WorkKind::AllReduce, Algorithm::Ring, proto, ncclInt32, kind, send[r].get(),
-                               recv[r].get(), count, 0));
+        items.push_back(wholeCallItem(WorkKind::AllReduce, Algorithm::Ring, proto, ncclInt32, send[r].get(),
+                                      recv[r].get(), count, 0, kind));
       }
       ASSERT_TRUE(ranks.run(items, kind));
       for (int r = 0; r < nranks; ++r) {
         const std::vector<int32_t> out = download<int32_t>(recv[r], count);
         for (size_t i = 0; i < count; ++i) {
-          const int32_t a = input(0, i) * (i % 2 ? 1 : -1), b = input(1, i) * (i % 2 ? 1 : -1);
+          const int32_t a = rankInput(0, i) * (i % 2 ? 1 : -1), b = rankInput(1, i) * (i % 2 ? 1 : -1);
           ASSERT_EQ(out[i], kind == RedKind::Max ? std::max(a, b) : std::min(a, b)) << "rank " << r << " " << i;
         }
       }
@@ -140,7 +126,7 @@ TEST(GpuCollectives, RunTimeOpsMaxMinAndPreMulSum) {
     for (int r = 0; r < nranks; ++r) {
       const std::vector<float> out = download<float>(call.recv[r], count);
       for (size_t i = 0; i < count; ++i)
-        ASSERT_EQ(out[i], 0.5f * static_cast<float>(input(0, i) + input(1, i))) << "rank " << r << " " << i;
+        ASSERT_EQ(out[i], 0.5f * static_cast<float>(rankInput(0, i) + rankInput(1, i))) << "rank " << r << " " << i;
     }
   }
 }
@@ -153,8 +139,8 @@ TEST(GpuCollectives, ReduceScatterAllGatherBroadcastReduce) {
     for (size_t count : {size_t{5}, size_t{300007}}) {
       std::vector<std::vector<int32_t>> wide(nranks), narrow(nranks);
       for (int r = 0; r < nranks; ++r) {
-        for (size_t i = 0; i < nranks * count; ++i) wide[r].push_back(input(r, i * 3 + 1));
-        for (size_t i = 0; i < count; ++i) narrow[r].push_back(input(r, i));
+        for (size_t i = 0; i < nranks * count; ++i) wide[r].push_back(rankInput(r, i * 3 + 1));
+        for (size_t i = 0; i < count; ++i) narrow[r].push_back(rankInput(r, i));
       }
       auto runAll = [&](WorkKind kind, int root, bool wideIn, bool wideOut) {
         DeviceRanks ranks(nranks, smallSlots());
@@ -163,8 +149,8 @@ TEST(GpuCollectives, ReduceScatterAllGatherBroadcastReduce) {
         for (int r = 0; r < nranks; ++r) {
           in.push_back(uploadVector(wideIn ? wide[r] : narrow[r]));
           out.emplace_back((wideOut ? nranks : 1) * count * sizeof(int32_t));
-          items.push_back(
-              itemOf(kind, Algorithm::Ring, proto, ncclInt32, RedKind::Sum, in[r].get(), out[r].get(), count, root));
+          items.push_back(wholeCallItem(kind, Algorithm::Ring, proto, ncclInt32, in[r].get(), out[r].get(), count, root,
+                                        RedKind::Sum));
         }
         EXPECT_TRUE(ranks.run(items, RedKind::Sum));
         std::vector<std::vector<int32_t>> result;
@@ -194,8 +180,8 @@ TEST(GpuCollectives, AbortEndsAWaitingKernel) {
   for (Protocol proto : kProtocols) {
     DeviceRanks ranks(2, smallSlots());
     DeviceBuffer recv(4096);
-    const WorkItem item =
-        itemOf(WorkKind::Recv, Algorithm::Ring, proto, ncclInt32, RedKind::Sum, nullptr, recv.get(), 1024, /*peer*/ 1);
+    const WorkItem item = wholeCallItem(WorkKind::Recv, Algorithm::Ring, proto, ncclInt32, nullptr, recv.get(), 1024,
+                                        /*peer*/ 1, RedKind::Sum);
     double seconds = 0;
     ASSERT_TRUE(ranks.runAlone(0, item, RedKind::Sum, 0.2, 0, &seconds)) << "the abort did not end the kernel";
     EXPECT_LT(seconds, 5.0);
@@ -210,8 +196,8 @@ TEST(GpuCollectives, TimeoutEndsAWaitingKernel) {
   SKIP_WITHOUT_GPU();
   DeviceRanks ranks(2, smallSlots());
   DeviceBuffer recv(4096);
-  const WorkItem item =
-      itemOf(WorkKind::Recv, Algorithm::Ring, Protocol::Simple, ncclInt32, RedKind::Sum, nullptr, recv.get(), 1024, 1);
+  const WorkItem item = wholeCallItem(WorkKind::Recv, Algorithm::Ring, Protocol::Simple, ncclInt32, nullptr, recv.get(),
+                                      1024, 1, RedKind::Sum);
   double seconds = 0;
   ASSERT_TRUE(ranks.runAlone(0, item, RedKind::Sum, -1, 300'000'000, &seconds));
   EXPECT_GE(seconds, 0.3);

@@ -18,13 +18,16 @@
 #include "common/simple_primitives.h"
 #include "fifo_fixture.h"
 #include "team_exec.h"
+#include "work_item_fixture.h"
 
 namespace chorus {
 namespace {
 
+using fixtures::rankInput;
 using fixtures::TeamExec;
 using fixtures::TeamState;
 using fixtures::TestFifo;
+using fixtures::wholeCallItem;
 
 constexpr int kTeamSize = 4;
 // Small slots: many steps and partial lines, yet several lines per thread of a team.
@@ -112,24 +115,6 @@ class TeamRanks {
   std::vector<CommView> comms_;
 };
 
-WorkItem itemOf(WorkKind kind, Algorithm algo, Protocol proto, ncclDataType_t dtype, const void* send, void* recv,
-                size_t count, int root) {
-  WorkItem w{};
-  w.kind = kind;
-  w.algo = algo;
-  w.proto = proto;
-  w.dtype = dtype;
-  w.sendbuff = send;
-  w.recvbuff = recv;
-  w.blockCount = count;
-  w.root = root;
-  w.channel = 0;
-  w.range = ChannelRange{0, count};
-  return w;
-}
-
-int32_t input(int rank, size_t i) { return static_cast<int32_t>(rank * 1000 + static_cast<int>(i % 977) * 7 - 300); }
-
 template <typename Tag>
 class TeamProgramsTest : public ::testing::Test {};
 using Protocols = ::testing::Types<SimpleTag, LLTag, LL128Tag>;
@@ -147,16 +132,16 @@ TYPED_TEST(TeamProgramsTest, AllReduceRingAndTree) {
         std::vector<std::vector<int32_t>> send(nranks, std::vector<int32_t>(count)), recv = send;
         std::vector<WorkItem> items;
         for (int r = 0; r < nranks; ++r) {
-          for (size_t i = 0; i < count; ++i) send[r][i] = input(r, i);
-          items.push_back(itemOf(WorkKind::AllReduce, algo, TypeParam::kProtocol, ncclInt32, send[r].data(),
-                                 recv[r].data(), count, 0));
+          for (size_t i = 0; i < count; ++i) send[r][i] = rankInput(r, i);
+          items.push_back(wholeCallItem(WorkKind::AllReduce, algo, TypeParam::kProtocol, ncclInt32, send[r].data(),
+                                        recv[r].data(), count, 0));
         }
         ranks.run<TypeParam, int32_t>(items, Op{0, 1});
         for (int r = 0; r < nranks; ++r) {
           ASSERT_EQ(ranks.result(r), ncclSuccess);
           for (size_t i = 0; i < count; ++i) {
             int32_t expected = 0;
-            for (int q = 0; q < nranks; ++q) expected += input(q, i);
+            for (int q = 0; q < nranks; ++q) expected += rankInput(q, i);
             ASSERT_EQ(recv[r][i], expected) << nranks << " ranks, algo " << static_cast<int>(algo) << ", count "
                                             << count << ", rank " << r << ", index " << i;
           }
@@ -175,15 +160,16 @@ TYPED_TEST(TeamProgramsTest, AllReduceFloatPreMulSum) {
   std::vector<std::vector<float>> send(nranks, std::vector<float>(count)), recv = send;
   std::vector<WorkItem> items;
   for (int r = 0; r < nranks; ++r) {
-    for (size_t i = 0; i < count; ++i) send[r][i] = static_cast<float>(input(r, i));
-    items.push_back(itemOf(WorkKind::AllReduce, Algorithm::Ring, TypeParam::kProtocol, ncclFloat32, send[r].data(),
-                           recv[r].data(), count, 0));
+    for (size_t i = 0; i < count; ++i) send[r][i] = static_cast<float>(rankInput(r, i));
+    items.push_back(wholeCallItem(WorkKind::AllReduce, Algorithm::Ring, TypeParam::kProtocol, ncclFloat32,
+                                  send[r].data(), recv[r].data(), count, 0));
   }
   ranks.run<TypeParam, float>(items, Op{0.5f, 1});
   for (int r = 0; r < nranks; ++r) {
     ASSERT_EQ(ranks.result(r), ncclSuccess);
     for (size_t i = 0; i < count; ++i)
-      ASSERT_EQ(recv[r][i], 0.5f * static_cast<float>(input(0, i) + input(1, i) + input(2, i))) << r << " " << i;
+      ASSERT_EQ(recv[r][i], 0.5f * static_cast<float>(rankInput(0, i) + rankInput(1, i) + rankInput(2, i)))
+          << r << " " << i;
   }
 }
 
@@ -195,9 +181,9 @@ TYPED_TEST(TeamProgramsTest, AllReduceRunTimeOpMin) {
   std::vector<std::vector<int32_t>> send(nranks, std::vector<int32_t>(count)), recv = send;
   std::vector<WorkItem> items;
   for (int r = 0; r < nranks; ++r) {
-    for (size_t i = 0; i < count; ++i) send[r][i] = input(r, i) * (i % 3 == 0 ? -1 : 1);
-    items.push_back(itemOf(WorkKind::AllReduce, Algorithm::Ring, TypeParam::kProtocol, ncclInt32, send[r].data(),
-                           recv[r].data(), count, 0));
+    for (size_t i = 0; i < count; ++i) send[r][i] = rankInput(r, i) * (i % 3 == 0 ? -1 : 1);
+    items.push_back(wholeCallItem(WorkKind::AllReduce, Algorithm::Ring, TypeParam::kProtocol, ncclInt32, send[r].data(),
+                                  recv[r].data(), count, 0));
   }
   ranks.run<TypeParam, int32_t>(items, DynamicRedOp<int32_t>{RedKind::Min, 0, 1});
   for (int r = 0; r < nranks; ++r) {
@@ -216,8 +202,8 @@ TYPED_TEST(TeamProgramsTest, ReduceScatterAllGatherBroadcastReduce) {
     std::vector<std::vector<int32_t>> narrow(nranks, std::vector<int32_t>(count));
     std::vector<std::vector<int32_t>> out(nranks), outWide(nranks);
     for (int r = 0; r < nranks; ++r) {
-      for (size_t i = 0; i < wide[r].size(); ++i) wide[r][i] = input(r, i * 3 + 1) * (r % 2 == 0 ? 1 : -1);
-      for (size_t i = 0; i < count; ++i) narrow[r][i] = input(r, i);
+      for (size_t i = 0; i < wide[r].size(); ++i) wide[r][i] = rankInput(r, i * 3 + 1) * (r % 2 == 0 ? 1 : -1);
+      for (size_t i = 0; i < count; ++i) narrow[r][i] = rankInput(r, i);
     }
     auto runAll = [&](WorkKind kind, int root, auto op, bool wideIn, bool wideOut) {
       TeamRanks ranks(nranks, proto);
@@ -225,8 +211,9 @@ TYPED_TEST(TeamProgramsTest, ReduceScatterAllGatherBroadcastReduce) {
       for (int r = 0; r < nranks; ++r) {
         out[r].assign(count, -1);
         outWide[r].assign(nranks * count, -1);
-        items.push_back(itemOf(kind, Algorithm::Ring, proto, ncclInt32, wideIn ? wide[r].data() : narrow[r].data(),
-                               wideOut ? outWide[r].data() : out[r].data(), count, root));
+        items.push_back(wholeCallItem(kind, Algorithm::Ring, proto, ncclInt32,
+                                      wideIn ? wide[r].data() : narrow[r].data(),
+                                      wideOut ? outWide[r].data() : out[r].data(), count, root));
       }
       ranks.run<TypeParam, int32_t>(items, op);
       for (int r = 0; r < nranks; ++r) ASSERT_EQ(ranks.result(r), ncclSuccess) << "rank " << r;
@@ -262,8 +249,8 @@ TYPED_TEST(TeamProgramsTest, AbortReleasesTheWholeWaitingTeam) {
   TeamRanks ranks(2, TypeParam::kProtocol);
   ranks.routeRecvFromRing(1);
   std::vector<int32_t> recv(1000, 0);
-  std::vector<WorkItem> items(2, itemOf(WorkKind::Recv, Algorithm::Ring, TypeParam::kProtocol, ncclInt32, nullptr,
-                                        recv.data(), recv.size(), 1));
+  std::vector<WorkItem> items(2, wholeCallItem(WorkKind::Recv, Algorithm::Ring, TypeParam::kProtocol, ncclInt32,
+                                               nullptr, recv.data(), recv.size(), 1));
   items[1].kind = WorkKind::LocalCopy;  // rank 1: a no-op copy of nothing, so only rank 0 waits
   items[1].range.count = 0;
   std::thread aborter([&] {
