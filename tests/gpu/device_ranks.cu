@@ -30,13 +30,6 @@ namespace {
 
 enum EndIndex { kRingSend, kRingRecv, kSendUp, kRecvDown, kRecvUp, kSendDown, kNumEnds };
 
-template <typename T>
-DeviceBuffer upload(const T* host, size_t count) {
-  DeviceBuffer buffer(sizeof(T) * (count > 0 ? count : 1));
-  cudaMemcpy(buffer.get(), host, sizeof(T) * count, cudaMemcpyHostToDevice);
-  return buffer;
-}
-
 }  // namespace
 
 struct DeviceRanks::Rank {

@@ -43,6 +43,14 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
 };
 
+// A device copy of `count` host values (at least one element's room, so never null).
+template <typename T>
+DeviceBuffer upload(const T* host, size_t count) {
+  DeviceBuffer buffer(sizeof(T) * (count > 0 ? count : 1));
+  cudaMemcpy(buffer.get(), host, sizeof(T) * count, cudaMemcpyHostToDevice);
+  return buffer;
+}
+
 // Host memory the GPU reads and writes directly (abort flags, kernel status).
 template <typename T>
 class MappedHost {

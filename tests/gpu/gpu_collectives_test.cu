@@ -42,9 +42,7 @@ std::vector<T> download(const DeviceBuffer& b, size_t n) {
 
 template <typename T>
 DeviceBuffer uploadVector(const std::vector<T>& v) {
-  DeviceBuffer b(v.size() * sizeof(T));
-  cudaMemcpy(b.get(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-  return b;
+  return upload(v.data(), v.size());
 }
 
 const Protocol kProtocols[] = {Protocol::Simple, Protocol::LL, Protocol::LL128};
