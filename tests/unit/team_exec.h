@@ -27,7 +27,7 @@ class TeamExec {
   static constexpr bool kTeamOfOne = false;
 
   TeamExec(ExecContext& ctx, TeamState& team, int tid, int nthreads)
-      : cpu_(ctx), team_(team), tid_(tid), nthreads_(nthreads) {}
+      : ctx_(ctx), cpu_(ctx), team_(team), tid_(tid), nthreads_(nthreads) {}
 
   static uint64_t loadAcquire(const uint64_t* p) { return CpuExec::loadAcquire(p); }
   static void storeRelease(uint64_t* p, uint64_t v) { CpuExec::storeRelease(p, v); }
@@ -52,8 +52,10 @@ class TeamExec {
     return cpu_.waitUntil(cond, end);
   }
   void fail(const FifoEnd& end, const char* what, long got, long expected) { cpu_.fail(end, what, got, expected); }
+  bool failed() const { return ctx_.failed(); }
 
  private:
+  ExecContext& ctx_;
   CpuExec cpu_;
   TeamState& team_;
   int tid_;
