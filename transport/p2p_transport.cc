@@ -13,7 +13,8 @@ namespace {
 
 class HeapFifo : public ConnectionResource {
  public:
-  explicit HeapFifo(const FifoLayout& layout) : memory_(std::aligned_alloc(kCacheLine, roundUp(layout.totalBytes()))) {
+  explicit HeapFifo(const FifoLayout& layout)
+      : memory_(std::aligned_alloc(kFifoPageBytes, roundUpToFifoPages(layout.totalBytes()))) {
     // Counters and LL/LL128 flags start at 0 (= no data yet); Simple slots need no clearing.
     if (memory_) memset(memory_, 0, layout.bufferOffset(static_cast<int>(Protocol::Simple)));
   }
@@ -21,7 +22,6 @@ class HeapFifo : public ConnectionResource {
   void* memory() const { return memory_; }
 
  private:
-  static size_t roundUp(size_t b) { return (b + kCacheLine - 1) / kCacheLine * kCacheLine; }
   void* memory_;
 };
 

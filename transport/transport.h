@@ -24,6 +24,14 @@ struct PeerInfo {
   char hostname[64];
 };
 
+// Heap FIFO memory (P2P, NET staging) starts on a page and fills whole pages: a GPU
+// communicator registers each FIFO with cudaHostRegister, and two FIFOs sharing a page
+// could not be registered (and unregistered) independently.
+constexpr size_t kFifoPageBytes = 4096;
+inline size_t roundUpToFifoPages(size_t bytes) {
+  return (bytes + kFifoPageBytes - 1) / kFifoPageBytes * kFifoPageBytes;
+}
+
 enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };
 
 // Sent from the receiver to the sender over the bootstrap.

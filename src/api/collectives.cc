@@ -4,6 +4,7 @@
 #include "api/validate.h"
 #include "common/datatypes.h"
 #include "core/debug.h"
+#include "enqueue/executor_choice.h"
 #include "group/group.h"
 
 using namespace chorus;
@@ -19,13 +20,13 @@ struct Call {
   ncclDataType_t dtype;
   ncclRedOp_t op;
   int root;
-  bool reduces = false;      // takes an op
-  bool rooted = false;       // takes a root (or a peer)
+  bool reduces = false;  // takes an op
+  bool rooted = false;   // takes a root (or a peer)
   bool sendAtRootOnly = false;
   bool recvAtRootOnly = false;
   bool needsSend = true;
   bool needsRecv = true;
-  bool blockPerRank = false; // buffers hold a block of `count` per rank
+  bool blockPerRank = false;  // buffers hold a block of `count` per rank
   const char* rootName = "root";
 };
 
@@ -39,11 +40,11 @@ ncclResult_t validate(const Call& c, ncclComm* comm) {
     const bool isRoot = c.rooted && c.root == comm->rank;
     if (c.needsSend && (!c.sendAtRootOnly || isRoot)) {
       CHORUS_CHECK(checkNotNull(c.sendbuff, "sendbuff", c.func));
-      CHORUS_CHECK(checkHostAccessible(c.sendbuff, "sendbuff", c.func));
+      CHORUS_CHECK(checkBufferForExecutor(comm, c.sendbuff, "sendbuff", c.func));
     }
     if (c.needsRecv && (!c.recvAtRootOnly || isRoot)) {
       CHORUS_CHECK(checkNotNull(c.recvbuff, "recvbuff", c.func));
-      CHORUS_CHECK(checkHostAccessible(c.recvbuff, "recvbuff", c.func));
+      CHORUS_CHECK(checkBufferForExecutor(comm, c.recvbuff, "recvbuff", c.func));
     }
   }
   return ncclSuccess;
@@ -56,9 +57,9 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream) {
     return r;
   }
   INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p [nranks=%d] stream %p",
-       c.func, c.sendbuff, static_cast<void*>(c.recvbuff), c.count, typeName(c.dtype), static_cast<int>(c.op),
-       c.root, static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
-  return enqueueOp(comm, CollOp{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root});
+       c.func, c.sendbuff, static_cast<void*>(c.recvbuff), c.count, typeName(c.dtype), static_cast<int>(c.op), c.root,
+       static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
+  return enqueueOp(comm, CollOp{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream});
 }
 
 // Validates a composite call, then records its sends and receives as one group.
@@ -83,8 +84,8 @@ char* at(void* base, size_t offset) { return static_cast<char*>(base) + offset; 
 
 extern "C" {
 
-ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                            ncclComm_t comm, cudaStream_t stream) {
   Call c{"ncclAllReduce", WorkKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0};
   c.reduces = true;
   return submit(c, comm, stream);
@@ -147,8 +148,8 @@ ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, in
   return submit(c, comm, stream);
 }
 
-ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream) {
   Call c{"ncclAlltoAll", WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
   c.blockPerRank = true;
   return submitGrouped(c, comm, [&](int peer, size_t bytes) {

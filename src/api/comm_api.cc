@@ -1,9 +1,9 @@
 // Communicator life cycle and queries.
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <set>
 #include <thread>
-#include <chrono>
 
 #include "api/export.h"
 #include "api/validate.h"
@@ -89,11 +89,11 @@ ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
 
 ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                      ncclConfig_t* config) {
-  return initRank(comm, nranks, commId, rank, 0, config, "ncclCommInitRankConfig");
+  return initRank(comm, nranks, commId, rank, currentCudaDevice(), config, "ncclCommInitRankConfig");
 }
 
 ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return initRank(comm, nranks, commId, rank, 0, nullptr, "ncclCommInitRank");
+  return initRank(comm, nranks, commId, rank, currentCudaDevice(), nullptr, "ncclCommInitRank");
 }
 
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
@@ -105,7 +105,7 @@ ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myra
     return ncclInvalidArgument;
   }
   // Every rank holds the same ids; one root serves all of them on a CPU-scale job.
-  return initRank(newcomm, nranks, commIds[0], myrank, 0, config, func);
+  return initRank(newcomm, nranks, commIds[0], myrank, currentCudaDevice(), config, func);
 }
 
 ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -118,8 +118,13 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   if (devlist) {
     std::set<int> seen;
     for (int i = 0; i < ndev; ++i) {
-      if (devlist[i] < 0 || !seen.insert(devlist[i]).second) {
-        WARN("%s: invalid argument: devlist[%d] = %d is negative or a duplicate", func, i, devlist[i]);
+      // Several ranks on one GPU only when asked for (executor_choice.h).
+      const bool duplicate = !seen.insert(devlist[i]).second && envInt("CHORUS_ALLOW_SHARED_GPU", 0) != 1;
+      if (devlist[i] < 0 || duplicate) {
+        WARN(
+            "%s: invalid argument: devlist[%d] = %d is negative or a duplicate (CHORUS_ALLOW_SHARED_GPU=1 allows "
+            "duplicates)",
+            func, i, devlist[i]);
         return ncclInvalidUsage;
       }
     }
@@ -157,8 +162,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
   CHORUS_CHECK(checkComm(comm, "ncclCommDestroy"));
   if (comm->worker) comm->worker->waitIdle();
-  INFO(kSubsysInit, "comm %p rank %d nRanks %d - Destroy COMPLETE", static_cast<void*>(comm), comm->rank,
-       comm->nranks);
+  INFO(kSubsysInit, "comm %p rank %d nRanks %d - Destroy COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
   delete comm;
   return ncclSuccess;
 }
@@ -167,6 +171,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   CHORUS_CHECK(checkComm(comm, "ncclCommAbort"));
   comm->abortFlag.store(1);
+  gpuAbort(comm);  // its kernels stop waiting too
   // Another thread may be inside this comm's collective: its waits see the flag
   // within milliseconds; the memory stays until it has left.
   while (comm->activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -199,6 +204,12 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   CHORUS_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
   CHORUS_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
+  // A kernel's failure is seen here, as NCCL reports a device-side error, and sticks.
+  const ncclResult_t kernel = gpuAsyncError(comm);
+  if (kernel != ncclSuccess) {
+    int expected = ncclSuccess;
+    comm->asyncResult.compare_exchange_strong(expected, kernel);
+  }
   *asyncError = static_cast<ncclResult_t>(comm->asyncResult.load());
   return ncclSuccess;
 }

@@ -14,8 +14,12 @@ using namespace chorus;
 namespace {
 
 std::mutex gMemMutex;
-std::unordered_map<void*, size_t>& memAllocations() {
-  static std::unordered_map<void*, size_t> allocations;
+struct MemAllocation {
+  size_t size;
+  bool device;  // cudaMalloc'd by the CUDA executor, else host memory
+};
+std::unordered_map<void*, MemAllocation>& memAllocations() {
+  static std::unordered_map<void*, MemAllocation> allocations;
   return allocations;
 }
 
@@ -62,7 +66,8 @@ const char* pncclGetLastError(ncclComm_t) { return lastErrorText(); }
 
 void pncclResetDebugInit(void) { resetDebugInit(); }
 
-// On the CPU executor device memory is host memory: page-aligned, zero-filled.
+// Device memory where the CUDA executor runs (cudaMalloc, as NCCL); elsewhere host
+// memory, page-aligned and zero-filled, which the CPU executor uses.
 ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   CHORUS_CHECK(checkNotNull(ptr, "ptr", "ncclMemAlloc"));
   const size_t page = 4096;
@@ -71,28 +76,44 @@ ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     return ncclInvalidArgument;
   }
   const size_t bytes = (size + page - 1) / page * page + (size == 0 ? page : 0);
-  void* p = std::aligned_alloc(page, bytes);
-  if (!p) {
-    WARN("ncclMemAlloc: allocating %zu bytes failed", size);
-    return ncclSystemError;
+  void* p = nullptr;
+  ncclResult_t r = ncclSuccess;
+  const bool device = gpuMemAlloc(&p, bytes, &r);
+  if (device) {
+    CHORUS_CHECK(r);
+  } else {
+    p = std::aligned_alloc(page, bytes);
+    if (!p) {
+      WARN("ncclMemAlloc: allocating %zu bytes failed", size);
+      return ncclSystemError;
+    }
+    memset(p, 0, bytes);
   }
-  memset(p, 0, bytes);
   std::lock_guard<std::mutex> lock(gMemMutex);
-  memAllocations()[p] = size;
+  memAllocations()[p] = MemAllocation{size, device};
   *ptr = p;
-  INFO(kSubsysAlloc, "ncclMemAlloc: %zu bytes at %p (host memory)", size, p);
+  INFO(kSubsysAlloc, "ncclMemAlloc: %zu bytes at %p (%s memory)", size, p, device ? "device" : "host");
   return ncclSuccess;
 }
 
 ncclResult_t pncclMemFree(void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
-  std::lock_guard<std::mutex> lock(gMemMutex);
-  if (memAllocations().erase(ptr) == 0) {
+  std::unique_lock<std::mutex> lock(gMemMutex);
+  auto it = memAllocations().find(ptr);
+  if (it == memAllocations().end()) {
     WARN("ncclMemFree: invalid argument: ptr %p was not returned by ncclMemAlloc", ptr);
     return ncclInvalidArgument;
   }
-  std::free(ptr);
-  return ncclSuccess;
+  const bool device = it->second.device;
+  memAllocations().erase(it);
+  lock.unlock();
+  ncclResult_t r = ncclSuccess;
+  if (device) {
+    gpuMemFree(ptr, &r);
+  } else {
+    std::free(ptr);
+  }
+  return r;
 }
 
 // Registration lets a GPU executor map user buffers; host buffers need nothing, so
@@ -151,8 +172,10 @@ ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTy
   }
   size_t index = 0;
   while (index < comm->userOps.size() && comm->userOps[index].inUse) ++index;
-  if (index == comm->userOps.size()) comm->userOps.push_back(user);
-  else comm->userOps[index] = user;
+  if (index == comm->userOps.size())
+    comm->userOps.push_back(user);
+  else
+    comm->userOps[index] = user;
   *op = static_cast<ncclRedOp_t>(ncclNumOps + static_cast<int>(index));
   return ncclSuccess;
 }

@@ -118,7 +118,6 @@ int ncclTeamRankToLsa(ncclComm_t, ncclTeam, int);
 
 }  // extern "C"
 
-
 CHORUS_EXPORT_ALIAS(ncclCommSplit)
 CHORUS_EXPORT_ALIAS(ncclCommShrink)
 CHORUS_EXPORT_ALIAS(ncclCommRevoke)

@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "common/datatypes.h"
-#include "core/cuda_driver_api.h"
 #include "core/debug.h"
 
 namespace chorus {
@@ -28,19 +27,6 @@ ncclResult_t checkNotNull(const void* ptr, const char* arg, const char* func) {
     return ncclInvalidArgument;
   }
   return ncclSuccess;
-}
-
-ncclResult_t checkHostAccessible(const void* ptr, const char* arg, const char* func) {
-  const PointerKind kind = classifyPointer(ptr);
-  if (!kind.device) return ncclSuccess;
-  char gpu[32] = "a GPU";  // when the driver does not say which
-  if (kind.ordinal >= 0) snprintf(gpu, sizeof(gpu), "GPU %d", kind.ordinal);
-  WARN(
-      "%s: invalid argument: %s %p is device memory of %s; this build runs collectives on the CPU executor "
-      "only (the CUDA executor is not wired into the host runtime yet), so buffers must be host memory (pageable, "
-      "pinned or managed)",
-      func, arg, ptr, gpu);
-  return ncclInvalidArgument;
 }
 
 ncclResult_t checkDatatype(ncclDataType_t dtype, const char* func) {

@@ -12,9 +12,6 @@ namespace chorus {
 // Null, destroyed, or not a Chorus communicator: ncclInvalidArgument / ncclInvalidUsage.
 ncclResult_t checkComm(const ncclComm* comm, const char* func);
 ncclResult_t checkNotNull(const void* ptr, const char* arg, const char* func);
-// Memory the CPU executor can read and write: device memory of a GPU (asked of the CUDA
-// driver, when one is present) is ncclInvalidArgument, since collectives run on the host.
-ncclResult_t checkHostAccessible(const void* ptr, const char* arg, const char* func);
 ncclResult_t checkDatatype(ncclDataType_t dtype, const char* func);
 ncclResult_t checkRank(int value, int nranks, const char* arg, const char* func);
 // count * typeSize(dtype) * factor must fit in size_t (and in a signed 64-bit offset).

@@ -13,6 +13,7 @@ ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::reg
 
 ncclComm::~ncclComm() {
   worker.reset();  // joins: no job may run while the connections go away
+  gpu.reset();     // waits for its kernels, which may still be using the connections
   // Aborted: tell the peers now (and let NET connections close without draining).
   if (abortFlag.load() != 0) breakConnections();
   magic = 0;

@@ -15,6 +15,7 @@
 #include "common/work.h"
 #include "cpu/cpu_exec.h"
 #include "enqueue/op.h"
+#include "gpu/gpu_executor.h"
 #include "nccl.h"
 #include "transport.h"
 #include "tune/tuner.h"
@@ -49,6 +50,10 @@ struct UserRedOp {
   uint64_t scalarBits = 0;          // HostImmediate: the value, in dtype
   const void* scalarPtr = nullptr;  // Device: read when the collective runs
 };
+
+// Which executor runs a communicator's calls, fixed by the buffers of its first call
+// (enqueue/executor_choice.h).
+enum class ExecutorKind { Undecided, Cpu, Cuda };
 
 struct CommConfig {
   bool blocking = true;
@@ -99,6 +104,11 @@ struct ncclComm {
   std::vector<std::pair<void*, size_t>> registrations;
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
+
+  chorus::ExecutorKind executor = chorus::ExecutorKind::Undecided;
+  // The CUDA executor's resources once a call ran on it; declared after the connections
+  // so that it goes first (it unregisters their memory after its kernels have ended).
+  std::unique_ptr<chorus::GpuComm> gpu;
 
   ncclComm();
   ~ncclComm();

@@ -58,16 +58,17 @@ PointerKind classifyPointer(const void* ptr) {
 PointerKind classifyPointer(const CudaDriverApi& api, const void* ptr) {
   const auto address = static_cast<cu::DevicePtr>(reinterpret_cast<uintptr_t>(ptr));
   unsigned memoryType = 0;
-  if (api.pointerGetAttribute(&memoryType, cu::kPointerAttributeMemoryType, address) != cu::kSuccess ||
-      memoryType != cu::kMemoryTypeDevice) {
-    return PointerKind{};
-  }
-  // The driver calls managed memory "device" memory, yet the host may read and write it.
-  unsigned isManaged = 0;
-  if (api.pointerGetAttribute(&isManaged, cu::kPointerAttributeIsManaged, address) == cu::kSuccess && isManaged) {
+  if (api.pointerGetAttribute(&memoryType, cu::kPointerAttributeMemoryType, address) != cu::kSuccess) {
     return PointerKind{};
   }
   PointerKind kind;
+  kind.gpuReachable = true;
+  if (memoryType != cu::kMemoryTypeDevice) return kind;
+  // The driver calls managed memory "device" memory, yet the host may read and write it.
+  unsigned isManaged = 0;
+  if (api.pointerGetAttribute(&isManaged, cu::kPointerAttributeIsManaged, address) == cu::kSuccess && isManaged) {
+    return kind;
+  }
   kind.device = true;
   int ordinal = -1;
   if (api.pointerGetAttribute(&ordinal, cu::kPointerAttributeDeviceOrdinal, address) == cu::kSuccess) {

@@ -45,10 +45,13 @@ const CudaDriverApi* cudaDriverApi();
 // cudaDriverApi(), and a test hook for the failure paths. False with `*why` naming the cause.
 bool loadCudaDriverApi(const char* library, CudaDriverApi* api, std::string* why);
 
-// Where a buffer lives, as far as the CPU executor cares.
+// Where a buffer lives, as far as the executors care.
 struct PointerKind {
   bool device = false;  // device memory the host cannot access (managed memory is host-accessible)
   int ordinal = -1;     // the GPU holding it when `device`; -1 when the driver does not say
+  // The driver knows it: device, managed, or pinned/registered host memory; a GPU can
+  // reach it. Plain pageable host memory is not.
+  bool gpuReachable = false;
 };
 
 // Classifies `ptr` with the process-wide driver; host memory when the driver is absent.

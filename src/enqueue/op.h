@@ -15,7 +15,8 @@ struct CollOp {
   size_t count;  // per-rank block for AllGather (sendcount) and ReduceScatter (recvcount)
   ncclDataType_t dtype;
   ncclRedOp_t op;
-  int root;  // root, or the peer of Send/Recv
+  int root;                       // root, or the peer of Send/Recv
+  cudaStream_t stream = nullptr;  // the user's stream (the CUDA executor launches on it)
 };
 
 }  // namespace chorus

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/debug.h"
+#include "enqueue/gpu_enqueue.h"
 #include "enqueue/plan.h"
 #include "tune/tuner.h"
 
@@ -37,7 +38,11 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   std::vector<Lane*>& lanes = g.lanes;
   lanes.clear();
   for (ncclComm* comm : comms) {
-    if (result == ncclSuccess) result = buildLanes(comm, comm->pending, &lanes);
+    if (result == ncclSuccess) {
+      // A GPU communicator's calls are enqueued on their streams; the rest run here.
+      result = comm->executor == ExecutorKind::Cuda ? launchOnGpu(comm, comm->pending)
+                                                    : buildLanes(comm, comm->pending, &lanes);
+    }
     comm->pending.clear();
   }
   if (result == ncclSuccess) result = runLanes(lanes);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/cuda_driver_api.h"
+#include "gpu/gpu_executor.h"
 #include "nccl.h"
 
 #ifndef CHORUS_FAKE_CUDA_DRIVER
@@ -72,6 +73,9 @@ class CudaGuardTest : public ::testing::Test {
     ASSERT_NE(fake_.managedMemory, nullptr);
     ASSERT_NE(fake_.managedDeviceMemory, nullptr);
     ASSERT_NE(fake_.cuInitCalls, nullptr);
+    // With a real GPU the fake's "device memory" would be handed to the CUDA executor.
+    std::string why;
+    if (gpuExecutorAvailable(&why)) GTEST_SKIP() << "a GPU is present: the fake driver's refusals do not apply";
     ASSERT_EQ(ncclCommInitAll(&comm_, 1, nullptr), ncclSuccess);
   }
   void TearDown() override {
@@ -157,6 +161,20 @@ TEST_F(CudaGuardTest, AllReduceRefusesDeviceRecvbuffAndLeavesItAlone) {
   expectRefused(ncclAllReduce(send.data(), device, kCount, ncclFloat32, ncclSum, comm_, nullptr), "ncclAllReduce",
                 "recvbuff", device);
   EXPECT_EQ(std::vector<float>(device, device + kCount), std::vector<float>(kCount, -1.0f));
+}
+
+TEST_F(CudaGuardTest, RefusalsSayWhichExecutorAndWhy) {
+  auto* device = reinterpret_cast<float*>(fake_.deviceMemory);
+  EXPECT_EQ(ncclAllReduce(device, device + kCount, kCount, ncclFloat32, ncclSum, comm_, nullptr), ncclInvalidArgument);
+  std::string error = ncclGetLastError(comm_);
+  EXPECT_NE(error.find("the CUDA executor cannot run here ("), std::string::npos) << error;
+
+  // A communicator whose first call had host memory stays on the CPU executor.
+  std::vector<float> send = ramp(1.0f), recv(kCount, 0.0f);
+  ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat32, ncclSum, comm_, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(send.data(), device, kCount, ncclFloat32, ncclSum, comm_, nullptr), ncclInvalidArgument);
+  error = ncclGetLastError(comm_);
+  EXPECT_NE(error.find("runs on the CPU executor: its first call was given host memory"), std::string::npos) << error;
 }
 
 TEST_F(CudaGuardTest, EveryCollectiveRefusesDeviceBuffers) {

@@ -1,0 +1,230 @@
+#include "gpu/cuda_comm.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/debug.h"
+#include "cuda/cuda_launch.h"
+#include "enqueue/device_image.h"
+#include "gpu/host_registry.h"
+
+namespace chorus {
+namespace {
+
+// Runs on `device` until the scope ends, then restores the caller's device.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+
+ private:
+  int previous_ = 0;
+};
+
+// Allocations and copies made while the user's stream is being captured must not join
+// the graph nor be refused by the capture: relaxed mode for this thread, as NCCL does.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+ncclResult_t cudaFailed(const char* call, cudaError_t err, int rank) {
+  WARN("CUDA executor: rank %d: %s failed: %s (%s)", rank, call, cudaGetErrorName(err), cudaGetErrorString(err));
+  return ncclUnhandledCudaError;
+}
+#define CHORUS_CUDA(call, rank)                                      \
+  do {                                                               \
+    cudaError_t err_ = (call);                                       \
+    if (err_ != cudaSuccess) return cudaFailed(#call, err_, (rank)); \
+  } while (0)
+
+template <typename T>
+ncclResult_t allocMapped(T** host, T** device, int rank) {
+  CHORUS_CUDA(cudaHostAlloc(reinterpret_cast<void**>(host), sizeof(T), cudaHostAllocMapped | cudaHostAllocPortable),
+              rank);
+  std::memset(static_cast<void*>(*host), 0, sizeof(T));
+  CHORUS_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(device), *host, 0), rank);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t CudaComm::create(const ncclComm& comm, CudaComm** out) {
+  DeviceScope scope(comm.cudaDev);
+  RelaxedCapture relaxed;
+  auto* c = new CudaComm(comm.cudaDev, comm.exec.timeoutSec);
+  std::unique_ptr<CudaComm> owned(c);
+  CHORUS_CUDA(cudaStreamCreateWithFlags(&c->copyStream_, cudaStreamNonBlocking), comm.rank);
+  CHORUS_CHECK(allocMapped(&c->statusHost_, &c->statusDevice_, comm.rank));
+  CHORUS_CHECK(allocMapped(&c->abortHost_, &c->abortDevice_, comm.rank));
+  INFO(kSubsysInit, "comm %p rank %d runs on the CUDA executor, GPU %d", static_cast<const void*>(&comm), comm.rank,
+       comm.cudaDev);
+  *out = owned.release();
+  return ncclSuccess;
+}
+
+void CudaComm::waitForKernels() {
+  // A kernel still waiting on a peer after the timeout is told to stop.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec_);
+  for (Staging& s : staging_) {
+    if (s.done == nullptr) continue;
+    while (cudaEventQuery(s.done) == cudaErrorNotReady) {
+      if (timeoutSec_ > 0 && std::chrono::steady_clock::now() > deadline) abort();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+CudaComm::~CudaComm() {
+  DeviceScope scope(device_);
+  RelaxedCapture relaxed;
+  waitForKernels();
+  for (Staging& s : staging_) {
+    if (s.done) cudaEventDestroy(s.done);
+    cudaFreeHost(s.host);
+  }
+  for (void* base : registered_) HostRegistry::instance().release(base);
+  if (image_) cudaFree(image_);
+  if (statusHost_) cudaFreeHost(statusHost_);
+  if (abortHost_) cudaFreeHost(abortHost_);
+  if (copyStream_) cudaStreamDestroy(copyStream_);
+}
+
+// Registers any FIFO memory not yet registered, then brings the device image up to
+// date: whole at first, afterwards only the bytes that changed (newly connected peers),
+// so the GPU's copies of the other ends keep their step counters.
+ncclResult_t CudaComm::syncImage(ncclComm* comm) {
+  ncclResult_t result = ncclSuccess;
+  comm->forEachConnection([&](Connection& c) {
+    if (!c.connected() || result != ncclSuccess) return;
+    void* base = c.end.ctrl;
+    if (std::find(registered_.begin(), registered_.end(), base) != registered_.end()) return;
+    std::string why;
+    if (!HostRegistry::instance().acquire(base, fifoMemoryBytes(c.end), &why)) {
+      WARN("CUDA executor: rank %d: registering the memory of its connection with rank %d failed: %s", comm->rank,
+           c.end.peer, why.c_str());
+      result = ncclUnhandledCudaError;
+      return;
+    }
+    registered_.push_back(base);
+  });
+  if (result != ncclSuccess) return result;
+  FifoAddressMap map = [](void* host) { return HostRegistry::instance().devicePointer(host); };
+  CommImage image;
+  if (image_ == nullptr) {
+    CHORUS_CHECK(buildCommImage(*comm, 0, map, &image));
+    CHORUS_CUDA(cudaMalloc(&image_, image.bytes.size()), comm->rank);
+    uploaded_.assign(image.bytes.size(), std::byte{0xff});  // differs everywhere: copied whole
+  }
+  CHORUS_CHECK(buildCommImage(*comm, reinterpret_cast<uintptr_t>(image_), map, &image));
+  if (image.bytes.size() != uploaded_.size()) {
+    WARN("CUDA executor: rank %d: its connections' image grew from %zu to %zu bytes", comm->rank, uploaded_.size(),
+         image.bytes.size());
+    return ncclInternalError;
+  }
+  const auto ranges = changedRanges(uploaded_, image.bytes);
+  for (const auto& [begin, end] : ranges) {
+    CHORUS_CUDA(cudaMemcpyAsync(static_cast<char*>(image_) + begin, image.bytes.data() + begin, end - begin,
+                                cudaMemcpyHostToDevice, copyStream_),
+                comm->rank);
+  }
+  if (!ranges.empty()) CHORUS_CUDA(cudaStreamSynchronize(copyStream_), comm->rank);
+  uploaded_ = std::move(image.bytes);
+  view_ = image.view;
+  return ncclSuccess;
+}
+
+ncclResult_t CudaComm::stagingFor(size_t bytes, Staging** out) {
+  for (Staging& s : staging_) {
+    if (s.captured || s.bytes < bytes || cudaEventQuery(s.done) != cudaSuccess) continue;
+    *out = &s;
+    return ncclSuccess;
+  }
+  Staging s;
+  s.bytes = std::max<size_t>(bytes, 64 * 1024);
+  CHORUS_CUDA(cudaHostAlloc(&s.host, s.bytes, cudaHostAllocMapped | cudaHostAllocPortable), -1);
+  CHORUS_CUDA(cudaHostGetDevicePointer(&s.device, s.host, 0), -1);
+  CHORUS_CUDA(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), -1);
+  staging_.push_back(s);
+  *out = &staging_.back();
+  return ncclSuccess;
+}
+
+ncclResult_t CudaComm::launch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                              const std::vector<cudaStream_t>& streams) {
+  CHORUS_CHECK(asyncError(*comm));
+  DeviceScope scope(device_);
+  const int rank = comm->rank;
+  cudaStream_t stream = streams.front();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CHORUS_CUDA(cudaStreamIsCapturing(stream, &capture), rank);
+  {
+    RelaxedCapture relaxed;
+    CHORUS_CHECK(syncImage(comm));
+  }
+  Staging* staging = nullptr;
+  {
+    RelaxedCapture relaxed;
+    CHORUS_CHECK(stagingFor(launchImageBytes(lanes), &staging));
+  }
+  LaunchImage image;
+  buildLaunchImage(lanes, reinterpret_cast<uintptr_t>(staging->device), &image);
+  std::memcpy(staging->host, image.bytes.data(), image.bytes.size());
+
+  // The kernel runs after the work already on every stream of the group's calls, and
+  // the work enqueued on them later runs after the kernel (NCCL's stream semantics).
+  std::vector<cudaEvent_t> events;
+  auto order = [&](cudaStream_t from, cudaStream_t to) -> ncclResult_t {
+    cudaEvent_t e = nullptr;
+    CHORUS_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), rank);
+    events.push_back(e);
+    CHORUS_CUDA(cudaEventRecord(e, from), rank);
+    CHORUS_CUDA(cudaStreamWaitEvent(to, e, 0), rank);
+    return ncclSuccess;
+  };
+  ncclResult_t result = ncclSuccess;
+  for (size_t i = 1; i < streams.size() && result == ncclSuccess; ++i) result = order(streams[i], stream);
+  KernelArgs args;
+  args.comm = view_;
+  args.lanes = image.lanes;
+  args.status = statusDevice_;
+  args.abortFlag = abortDevice_;
+  args.timeoutNs = static_cast<uint64_t>(timeoutSec_ * 1e9);
+  if (result == ncclSuccess)
+    result = launchCollectiveKernel(dtype, kind, args, image.nLanes, kCudaThreadsPerLane, stream);
+  for (size_t i = 1; i < streams.size() && result == ncclSuccess; ++i) result = order(stream, streams[i]);
+  if (result == ncclSuccess) {
+    if (capture == cudaStreamCaptureStatusActive) {
+      staging->captured = true;  // every replay reads it
+    } else {
+      const cudaError_t err = cudaEventRecord(staging->done, stream);
+      if (err != cudaSuccess) result = cudaFailed("cudaEventRecord", err, rank);
+    }
+  }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  return result;
+}
+
+ncclResult_t CudaComm::asyncError(const ncclComm& comm) {
+  const KernelStatus* s = statusHost_;
+  const int code = *reinterpret_cast<const volatile int*>(&s->code);
+  if (code == 0) return ncclSuccess;
+  if (!reported_) {
+    reported_ = true;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    WARN("CUDA executor: rank %d: a kernel failed in block %d (peer %d): %.*s (got %ld, expected %ld)", comm.rank,
+         s->block, s->peer, static_cast<int>(sizeof(s->what)), s->what, s->got, s->expected);
+  }
+  return static_cast<ncclResult_t>(code);
+}
+
+}  // namespace chorus

@@ -1,0 +1,85 @@
+// gpu_executor.h for builds with the CUDA executor: the kernels are in this library
+// (device/cuda, with the CUDA runtime linked statically, which loads the driver only
+// when first used), and run when a driver and a GPU are there.
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+#include "comm/comm.h"
+#include "core/debug.h"
+#include "gpu/cuda_comm.h"
+#include "gpu/gpu_executor.h"
+
+namespace chorus {
+
+bool gpuExecutorAvailable(std::string* why) {
+  static std::once_flag once;
+  static std::string reason;  // "" when available
+  std::call_once(once, [] {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      reason = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+    } else if (count == 0) {
+      reason = "no CUDA device";
+    }
+  });
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+int currentCudaDevice() {
+  if (!gpuExecutorAvailable(nullptr)) return 0;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return device;
+}
+
+ncclResult_t gpuLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                       const std::vector<cudaStream_t>& streams) {
+  if (!comm->gpu) {
+    CudaComm* created = nullptr;
+    CHORUS_CHECK(CudaComm::create(*comm, &created));
+    comm->gpu.reset(created);
+  }
+  return static_cast<CudaComm*>(comm->gpu.get())->launch(comm, lanes, dtype, kind, streams);
+}
+
+ncclResult_t gpuAsyncError(ncclComm* comm) {
+  if (!comm->gpu) return ncclSuccess;
+  return static_cast<CudaComm*>(comm->gpu.get())->asyncError(*comm);
+}
+
+void gpuAbort(ncclComm* comm) {
+  if (comm->gpu) static_cast<CudaComm*>(comm->gpu.get())->abort();
+}
+
+bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result) {
+  if (!gpuExecutorAvailable(nullptr)) return false;
+  const cudaError_t err = cudaMalloc(ptr, bytes);
+  if (err != cudaSuccess) {
+    WARN("ncclMemAlloc: cudaMalloc of %zu bytes failed: %s", bytes, cudaGetErrorString(err));
+    *result = ncclUnhandledCudaError;
+  } else {
+    *result = ncclSuccess;
+  }
+  return true;
+}
+
+bool gpuMemFree(void* ptr, ncclResult_t* result) {
+  if (!gpuExecutorAvailable(nullptr)) return false;
+  const cudaError_t err = cudaFree(ptr);
+  if (err != cudaSuccess) {
+    WARN("ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(err));
+    *result = ncclUnhandledCudaError;
+  } else {
+    *result = ncclSuccess;
+  }
+  return true;
+}
+
+}  // namespace chorus

@@ -1,0 +1,51 @@
+// The CUDA executor as the host runtime sees it: plain C++, no CUDA headers, so the
+// runtime builds the same with or without it. cuda_executor.cc implements it when
+// the build has nvcc (CHORUS_HAVE_CUDA); no_cuda_executor.cc says it is absent.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/reduce_ops.h"
+#include "cpu/cpu_executor.h"
+#include "nccl.h"
+
+struct ncclComm;
+
+namespace chorus {
+
+// A GPU communicator's resources: its image on the GPU, the mapped abort flag and
+// status, the FIFO memory it registered, its launch staging. Destroying it waits for
+// the communicator's kernels to end (abort first to make them end).
+class GpuComm {
+ public:
+  virtual ~GpuComm() = default;
+};
+
+// Whether the CUDA executor can run here; false with `*why` saying what is missing
+// (a build without nvcc, no driver, no GPU).
+bool gpuExecutorAvailable(std::string* why);
+
+// The calling thread's current CUDA device, 0 when there is none (as for a CPU-only run).
+int currentCudaDevice();
+
+// Enqueues `lanes` (the plan of one or more of `comm`'s calls, every item of one data
+// type; `kind` Sum, or any other op for the run-time-op kernel) as one kernel on `streams[0]`, ordered after and before
+// the work already on the other streams, and returns at once. Creates comm->gpu on
+// first use. Errors come with a WARN.
+ncclResult_t gpuLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                       const std::vector<cudaStream_t>& streams);
+
+// The first failure a kernel of `comm` recorded (ncclSuccess when none, or not a GPU
+// communicator); the first time it is seen, a WARN names the cause, peer and block.
+ncclResult_t gpuAsyncError(ncclComm* comm);
+
+// Makes `comm`'s running and future kernels stop waiting.
+void gpuAbort(ncclComm* comm);
+
+// ncclMemAlloc/ncclMemFree's device memory; false when the CUDA executor is absent
+// (the caller then uses host memory).
+bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result);
+bool gpuMemFree(void* ptr, ncclResult_t* result);
+
+}  // namespace chorus
