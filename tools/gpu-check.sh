@@ -2,7 +2,7 @@
 # The one prepared run for a machine with a GPU (the lent H200 of the `device` tool):
 # builds the CUDA executor's kernels for the GPU present (unless the programs are already
 # in the build directory, built elsewhere and carried), runs the GPU test suite and the
-# kernel benchmarks, and leaves their logs in $OUT (or <build>/gpu-check). Sized to
+# kernel benchmarks and an all_reduce_perf sweep on device buffers, and leaves their logs in $OUT (or <build>/gpu-check). Sized to
 # finish within 8 minutes on one H200. Exit: 0 all passed, 1 a failure, 77 no GPU.
 # Usage: tools/gpu-check.sh [build-dir]
 set -uo pipefail
@@ -20,12 +20,13 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -
 
 tests="$build/tests/gpu/chorus_gpu_tests"
 bench="$build/bench/gpu_kernel_bench"
-if [[ ! -x $tests || ! -x $bench ]]; then
+perf="$build/tools/perf/all_reduce_perf"
+if [[ ! -x $tests || ! -x $bench || ! -x $perf ]]; then
   echo "== building for sm_$arch in $build"
   start=$SECONDS
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCHORUS_CUDA_ARCHS="$arch" \
     -DCHORUS_BUILD_TORCH=OFF >"$out/configure.log" 2>&1 &&
-    cmake --build "$build" -j"$(nproc)" --target chorus_gpu_tests gpu_kernel_bench >"$out/build.log" 2>&1
+    cmake --build "$build" -j"$(nproc)" --target chorus_gpu_tests gpu_kernel_bench all_reduce_perf >"$out/build.log" 2>&1
   rc=$?
   echo "== build: exit $rc in $((SECONDS - start)) s (logs in $out)"
   if [[ $rc -ne 0 ]]; then
@@ -40,6 +41,11 @@ timeout 300 "$tests" --gtest_output="xml:$out/gpu_tests.xml" 2>&1 | tee "$out/gp
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 echo "== kernel benchmarks"
 timeout 120 "$bench" 256 200 2>&1 | tee "$out/gpu_kernel_bench.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+echo "== all_reduce_perf: device buffers, 2 ranks sharing the GPU, then 1 rank"
+CHORUS_ALLOW_SHARED_GPU=1 timeout 150 "$perf" -b 8 -e 256M -f 4 -g 2 -c 1 -n 20 -w 5 2>&1 | tee "$out/all_reduce_perf_g2.txt"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+timeout 60 "$perf" -b 8 -e 256M -f 16 -g 1 -c 1 -n 20 -w 5 2>&1 | tee "$out/all_reduce_perf_g1.txt"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 echo "== gpu-check: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 exit $status

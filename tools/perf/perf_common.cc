@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "perf_data.h"
+#include "perf_memory.h"
 #include "perf_options.h"
 #include "perf_world.h"
 
@@ -35,7 +36,8 @@ namespace {
       ncclFailure(#call, perfResult, (comm), (rank), __FILE__, __LINE__); \
   } while (0)
 
-// A buffer from ncclMemAlloc (host memory on the CPU executor), freed with ncclMemFree.
+// A buffer from ncclMemAlloc (device memory where a GPU is present, else host memory),
+// freed with ncclMemFree.
 class NcclBuffer {
  public:
   NcclBuffer() = default;
@@ -64,9 +66,11 @@ class NcclBuffer {
 // threads end, as nccl-tests does (one thread destroying every local communicator).
 struct RankState {
   int rank = 0;
+  int local = 0;  // its index among this process's ranks (its GPU: perf_memory.h)
   ncclComm_t comm = nullptr;
-  NcclBuffer send;  // maxBytes
-  NcclBuffer recv;  // maxBytes
+  cudaStream_t stream = nullptr;  // its own, with device buffers
+  NcclBuffer send;                // maxBytes
+  NcclBuffer recv;                // maxBytes
   ncclRedOp_t op = ncclSum;
   bool opCreated = false;  // op came from ncclRedOpCreatePreMulSum
 };
@@ -142,6 +146,7 @@ struct Run {
 // Waits until every communicator of the thread has finished its work.
 void waitComplete(std::vector<RankState>& ranks) {
   for (RankState& r : ranks) {
+    syncStream(r.stream);
     ncclResult_t state = ncclInProgress;
     while (true) {
       PERF_NCCL(ncclCommGetAsyncError(r.comm, &state), r.comm, r.rank);
@@ -170,7 +175,7 @@ void launchGroup(Run& run, std::vector<RankState>& ranks, const Placement& at, n
   for (int a = 0; a < aggIters; ++a) {
     for (RankState& r : ranks) {
       LaunchArgs args{at.sendOf(r),     at.recvOf(r), at.counts.param, type,   r.op,
-                      run.options.root, r.rank,       run.nranks,      r.comm, nullptr};
+                      run.options.root, r.rank,       run.nranks,      r.comm, r.stream};
       PERF_NCCL(run.spec.launch(args), r.comm, r.rank);
     }
   }
@@ -199,20 +204,31 @@ double timeIterations(Run& run, int tid, std::vector<RankState>& ranks, const Pl
   return seconds / (double(o.iters) * o.aggIters);
 }
 
+// The rank's input in its buffer, made on the host.
+void fillInputBuffer(const InputPattern& pattern, int rank, void* buffer, size_t count, size_t typeBytes) {
+  if (!deviceBuffers()) return fillInput(pattern, rank, buffer, count);
+  std::vector<char> host(count * typeBytes);
+  fillInput(pattern, rank, host.data(), count);
+  copyToBuffer(buffer, host.data(), host.size());
+}
+
 // Fresh inputs, poisoned outputs, one run, then every received element against the host's expectation.
 int64_t checkOnce(Run& run, std::vector<RankState>& ranks, const Placement& at, const InputPattern& pattern) {
   const BufferCounts& c = at.counts;
   for (RankState& r : ranks) {
     size_t extent =
         at.inPlace ? std::max(c.recv + c.recvInplaceOffset * r.rank, c.send + c.sendInplaceOffset * r.rank) : c.recv;
-    std::memset(r.recv.get(), kPoisonByte, extent * at.typeBytes);
-    fillInput(pattern, r.rank, at.sendOf(r), c.send);
+    fillBuffer(r.recv.get(), kPoisonByte, extent * at.typeBytes);
+    fillInputBuffer(pattern, r.rank, at.sendOf(r), c.send, at.typeBytes);
   }
   launchGroup(run, ranks, at, pattern.type, 1);
   waitComplete(ranks);
   int64_t wrong = 0;
+  std::vector<char> received;
   for (RankState& r : ranks) {
-    const char* got = at.recvOf(r);
+    received.resize(c.recv * at.typeBytes);
+    copyFromBuffer(received.data(), at.recvOf(r), received.size());
+    const char* got = received.data();
     for (size_t i = 0; i < c.recv; ++i) {
       ElementSource source = run.spec.source(i, r.rank, run.nranks, run.options.root, c.param);
       if (source.kind == ElementSource::kUnchecked) continue;
@@ -244,7 +260,7 @@ void runSize(Run& run, int tid, std::vector<RankState>& ranks, size_t bytes, ncc
   for (bool inPlace : {false, true}) {
     Placement at{counts, inPlace, typeBytes};
     // Timing runs see valid inputs too (NaNs could make floating reductions slower).
-    for (RankState& r : ranks) fillInput(pattern, r.rank, at.sendOf(r), counts.send);
+    for (RankState& r : ranks) fillInputBuffer(pattern, r.rank, at.sendOf(r), counts.send, typeBytes);
     double seconds = run.team.combineTimes(tid, timeIterations(run, tid, ranks, at, type), run.options.average);
     const bool check = run.options.check && (!inPlace || run.spec.checksInPlace);
     int64_t wrong = 0;
@@ -291,6 +307,7 @@ void initComms(std::vector<RankState*>& ranks, int nranks, const ncclUniqueId& i
   PERF_NCCL(ncclGroupStart(), nullptr, -1);
   for (RankState* r : ranks) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    useDeviceOf(r->local);  // NCCL takes the current device
     PERF_NCCL(ncclCommInitRankConfig(&r->comm, nranks, id, r->rank, &config), nullptr, r->rank);
   }
   PERF_NCCL(ncclGroupEnd(), nullptr, -1);
@@ -305,6 +322,8 @@ void threadMain(Run& run, int tid, std::vector<RankState>& ranks, const ncclUniq
   }
   for (RankState& r : ranks) {
     size_t bytes = std::max<size_t>(o.maxBytes, 64);
+    useDeviceOf(r.local);
+    r.stream = createStream();
     r.send.allocate(bytes, r.rank);
     r.recv.allocate(bytes, r.rank);
   }
@@ -326,6 +345,7 @@ void threadMain(Run& run, int tid, std::vector<RankState>& ranks, const ncclUniq
   for (RankState& r : ranks) {
     r.send.release();
     r.recv.release();
+    destroyStream(r.stream);
   }
 }
 
@@ -353,8 +373,8 @@ void printHeader(const PerfOptions& o, const PerfWorld& world, const char* progr
   const int perProc = o.nThreads * o.nGpus;
   for (int local = 0; local < perProc; ++local) {
     char line[512];
-    std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6d on %10s device %2d [cpu] host memory\n",
-                  world.procRank() * perProc + local, static_cast<int>(getpid()), host, local);
+    std::snprintf(line, sizeof(line), "#  Rank %2d Group  0 Pid %6d on %10s device %2d %s\n",
+                  world.procRank() * perProc + local, static_cast<int>(getpid()), host, local, memoryText());
     lines += line;
   }
   for (const std::string& text : world.gatherLines(lines)) std::fputs(text.c_str(), stdout);
@@ -392,7 +412,8 @@ int perfMain(int argc, char** argv, const CollectiveSpec& spec) {
   std::vector<RankState*> allRanks;
   for (int t = 0; t < options.nThreads; ++t)
     for (int g = 0; g < options.nGpus; ++g) {
-      threadRanks[t][g].rank = world.procRank() * perProc + t * options.nGpus + g;
+      threadRanks[t][g].local = t * options.nGpus + g;
+      threadRanks[t][g].rank = world.procRank() * perProc + threadRanks[t][g].local;
       allRanks.push_back(&threadRanks[t][g]);
     }
   // Without -p the main thread creates every local communicator in one group.

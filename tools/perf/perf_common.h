@@ -4,8 +4,9 @@
 // creates the communicators (threads × ranks per thread in this process, times the
 // MPI processes when built with CHORUS_PERF_MPI), sweeps sizes, types and ops, times
 // out-of-place and in-place runs, checks every element, and prints nccl-tests' table.
-// Only the public API (nccl.h) is used; buffers come from ncclMemAlloc, which hands
-// out host memory on the CPU executor.
+// Only the public API (nccl.h) and, where built with CUDA, the CUDA runtime are used;
+// buffers come from ncclMemAlloc: device memory where a GPU is present (each rank on its
+// own stream, as nccl-tests), host memory elsewhere (perf_memory.h).
 #pragma once
 
 #include <cstddef>
