@@ -92,7 +92,13 @@ CudaComm::~CudaComm() {
     if (s.done) cudaEventDestroy(s.done);
     cudaFreeHost(s.host);
   }
-  for (void* base : registered_) HostRegistry::instance().release(base);
+  for (const Registered& r : registered_) {
+    if (r.owned) {
+      HostRegistry::instance().forget(r.base);
+    } else {
+      HostRegistry::instance().release(r.base);
+    }
+  }
   if (image_) cudaFree(image_);
   if (statusHost_) cudaFreeHost(statusHost_);
   if (abortHost_) cudaFreeHost(abortHost_);
@@ -107,7 +113,8 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
   comm->forEachConnection([&](Connection& c) {
     if (!c.connected() || result != ncclSuccess) return;
     void* base = c.end.ctrl;
-    if (std::find(registered_.begin(), registered_.end(), base) != registered_.end()) return;
+    auto same = [base](const Registered& r) { return r.base == base; };
+    if (std::find_if(registered_.begin(), registered_.end(), same) != registered_.end()) return;
     std::string why;
     if (!HostRegistry::instance().acquire(base, fifoMemoryBytes(c.end), &why)) {
       WARN("CUDA executor: rank %d: registering the memory of its connection with rank %d failed: %s", comm->rank,
@@ -115,7 +122,8 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
       result = ncclUnhandledCudaError;
       return;
     }
-    registered_.push_back(base);
+    // A P2P sender's FIFO is its peer's memory (no resource here); the rest is this rank's.
+    registered_.push_back(Registered{base, c.resource != nullptr});
   });
   if (result != ncclSuccess) return result;
   FifoAddressMap map = [](void* host) { return HostRegistry::instance().devicePointer(host); };

@@ -50,7 +50,11 @@ class CudaComm final : public GpuComm {
   KernelStatus* statusDevice_ = nullptr;
   uint32_t* abortHost_ = nullptr;
   uint32_t* abortDevice_ = nullptr;
-  std::vector<void*> registered_;  // FIFO memory, by start (HostRegistry)
+  struct Registered {
+    void* base;  // FIFO memory, by start (HostRegistry)
+    bool owned;  // this rank's memory (freed with its connections), not a P2P peer's
+  };
+  std::vector<Registered> registered_;
   std::vector<Staging> staging_;
   bool reported_ = false;
 };

@@ -43,6 +43,14 @@ void HostRegistry::release(void* base) {
   ranges_.erase(it);
 }
 
+void HostRegistry::forget(void* base) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.find(static_cast<char*>(base));
+  if (it == ranges_.end()) return;
+  if (it->second.ours) cudaHostUnregister(base);
+  ranges_.erase(it);
+}
+
 void* HostRegistry::devicePointer(void* host) {
   std::lock_guard<std::mutex> lock(mutex_);
   char* p = static_cast<char*>(host);

@@ -21,6 +21,10 @@ class HostRegistry {
   // naming the CUDA error.
   bool acquire(void* base, size_t bytes, std::string* why);
   void release(void* base);
+  // Unregisters [base, ...) whatever its count: its owner is about to free it, and a
+  // registration outliving the memory would map a later allocation at the same address
+  // to the old pages.
+  void forget(void* base);
   // Where the GPU reaches host address `host` inside a registered range; nullptr when
   // no registered range holds it.
   void* devicePointer(void* host);
