@@ -21,12 +21,18 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -
 tests="$build/tests/gpu/chorus_gpu_tests"
 bench="$build/bench/gpu_kernel_bench"
 perf="$build/tools/perf/all_reduce_perf"
-if [[ ! -x $tests || ! -x $bench || ! -x $perf ]]; then
-  echo "== building for sm_$arch in $build"
+# Programs carried from a build elsewhere are used as they are (the H200 image may lack
+# GoogleTest: carry build/tests/gpu/chorus_gpu_tests); the missing ones are built here.
+missing=()
+[[ -x $tests ]] || missing+=(chorus_gpu_tests)
+[[ -x $bench ]] || missing+=(gpu_kernel_bench)
+[[ -x $perf ]] || missing+=(all_reduce_perf)
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "== building ${missing[*]} for sm_$arch in $build"
   start=$SECONDS
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCHORUS_CUDA_ARCHS="$arch" \
     -DCHORUS_BUILD_TORCH=OFF >"$out/configure.log" 2>&1 &&
-    cmake --build "$build" -j"$(nproc)" --target chorus_gpu_tests gpu_kernel_bench all_reduce_perf >"$out/build.log" 2>&1
+    cmake --build "$build" -j"$(nproc)" --target "${missing[@]}" >"$out/build.log" 2>&1
   rc=$?
   echo "== build: exit $rc in $((SECONDS - start)) s (logs in $out)"
   if [[ $rc -ne 0 ]]; then
@@ -34,6 +40,8 @@ if [[ ! -x $tests || ! -x $bench || ! -x $perf ]]; then
     exit 1
   fi
 fi
+# all_reduce_perf loads libnccl.so.2 from the build, wherever the build was made.
+export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 status=0
 echo "== GPU test suite"
