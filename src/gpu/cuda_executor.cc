@@ -8,11 +8,11 @@
 #include "comm/comm.h"
 #include "core/debug.h"
 #include "gpu/cuda_comm.h"
-#include "gpu/gpu_executor.h"
+#include "gpu/gpu_backend.h"
 
 namespace chorus {
 
-bool gpuExecutorAvailable(std::string* why) {
+bool backendAvailable(std::string* why) {
   static std::once_flag once;
   static std::string reason;  // "" when available
   std::call_once(once, [] {
@@ -30,7 +30,7 @@ bool gpuExecutorAvailable(std::string* why) {
 }
 
 int currentCudaDevice() {
-  if (!gpuExecutorAvailable(nullptr)) return 0;
+  if (!backendAvailable(nullptr)) return 0;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
     cudaGetLastError();
@@ -39,8 +39,8 @@ int currentCudaDevice() {
   return device;
 }
 
-ncclResult_t gpuLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                       const std::vector<cudaStream_t>& streams) {
+ncclResult_t backendLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                           const std::vector<cudaStream_t>& streams) {
   if (!comm->gpu) {
     CudaComm* created = nullptr;
     CHORUS_CHECK(CudaComm::create(*comm, &created));
@@ -59,7 +59,7 @@ void gpuAbort(ncclComm* comm) {
 }
 
 bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result) {
-  if (!gpuExecutorAvailable(nullptr)) return false;
+  if (!backendAvailable(nullptr)) return false;
   const cudaError_t err = cudaMalloc(ptr, bytes);
   if (err != cudaSuccess) {
     WARN("ncclMemAlloc: cudaMalloc of %zu bytes failed: %s", bytes, cudaGetErrorString(err));
@@ -71,7 +71,7 @@ bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result) {
 }
 
 bool gpuMemFree(void* ptr, ncclResult_t* result) {
-  if (!gpuExecutorAvailable(nullptr)) return false;
+  if (!backendAvailable(nullptr)) return false;
   const cudaError_t err = cudaFree(ptr);
   if (err != cudaSuccess) {
     WARN("ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(err));

@@ -43,6 +43,16 @@ ncclResult_t gpuAsyncError(ncclComm* comm);
 // Makes `comm`'s running and future kernels stop waiting.
 void gpuAbort(ncclComm* comm);
 
+// The two entry points the planner uses, replaceable by tests: a stand-in executor lets the
+// whole host path (executor choice, kernel runs, launches) run on a machine without a GPU.
+struct GpuLaunchHooks {
+  bool (*available)(std::string* why);
+  ncclResult_t (*launch)(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                         const std::vector<cudaStream_t>& streams);
+};
+// Replaces gpuExecutorAvailable and gpuLaunch for the process; nullptr restores them.
+void setGpuLaunchHooksForTesting(const GpuLaunchHooks* hooks);
+
 // ncclMemAlloc/ncclMemFree's device memory; false when the CUDA executor is absent
 // (the caller then uses host memory).
 bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result);

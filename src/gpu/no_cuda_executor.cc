@@ -1,10 +1,10 @@
 // gpu_executor.h for builds without nvcc: the CUDA executor is absent and says so.
 #include "core/debug.h"
-#include "gpu/gpu_executor.h"
+#include "gpu/gpu_backend.h"
 
 namespace chorus {
 
-bool gpuExecutorAvailable(std::string* why) {
+bool backendAvailable(std::string* why) {
   if (why)
     *why = "this build has no CUDA executor (it was built without nvcc: CHORUS_BUILD_CUDA=OFF or no CUDA compiler)";
   return false;
@@ -12,8 +12,8 @@ bool gpuExecutorAvailable(std::string* why) {
 
 int currentCudaDevice() { return 0; }
 
-ncclResult_t gpuLaunch(ncclComm*, const std::vector<Lane*>&, ncclDataType_t, RedKind,
-                       const std::vector<cudaStream_t>&) {
+ncclResult_t backendLaunch(ncclComm*, const std::vector<Lane*>&, ncclDataType_t, RedKind,
+                           const std::vector<cudaStream_t>&) {
   WARN("CUDA executor: this build has none");
   return ncclInvalidUsage;
 }

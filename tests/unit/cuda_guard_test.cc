@@ -17,39 +17,18 @@
 #include <vector>
 
 #include "core/cuda_driver_api.h"
+#include "fake_cuda_driver.h"
 #include "gpu/gpu_executor.h"
 #include "nccl.h"
-
-#ifndef CHORUS_FAKE_CUDA_DRIVER
-#error "CHORUS_FAKE_CUDA_DRIVER must name the built fake driver (tests/CMakeLists.txt)"
-#endif
 
 namespace chorus {
 namespace {
 
-constexpr const char* kFakeDriver = CHORUS_FAKE_CUDA_DRIVER;
+using fixtures::FakeDriver;
+using fixtures::fakeDriver;
+using fixtures::kFakeDriver;
 constexpr const char* kMissingDriver = "/nonexistent/chorus-cuda-guard/libcuda.so.1";
 constexpr size_t kCount = 16;  // floats: fits the fake's 4 KiB arrays
-
-// The fake's exported arrays and counter, through the same (reference-counted) handle
-// Chorus opens, so the addresses are the ones the fake driver recognizes.
-struct FakeDriver {
-  char* deviceMemory = nullptr;
-  char* managedMemory = nullptr;        // reported as host memory
-  char* managedDeviceMemory = nullptr;  // reported as device memory, as real drivers do
-  int* cuInitCalls = nullptr;
-};
-
-FakeDriver fakeDriver() {
-  static void* handle = dlopen(kFakeDriver, RTLD_NOW | RTLD_LOCAL);
-  FakeDriver fake;
-  if (handle == nullptr) return fake;
-  fake.deviceMemory = static_cast<char*>(dlsym(handle, "fakeDeviceMemory"));
-  fake.managedMemory = static_cast<char*>(dlsym(handle, "fakeManagedMemory"));
-  fake.managedDeviceMemory = static_cast<char*>(dlsym(handle, "fakeManagedDeviceMemory"));
-  fake.cuInitCalls = static_cast<int*>(dlsym(handle, "fakeCuInitCalls"));
-  return fake;
-}
 
 std::string addressText(const void* ptr) {
   char text[32];

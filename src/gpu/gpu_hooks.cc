@@ -1,0 +1,23 @@
+#include <atomic>
+
+#include "gpu/gpu_backend.h"
+
+namespace chorus {
+namespace {
+std::atomic<const GpuLaunchHooks*> gHooks{nullptr};
+}  // namespace
+
+void setGpuLaunchHooksForTesting(const GpuLaunchHooks* hooks) { gHooks.store(hooks); }
+
+bool gpuExecutorAvailable(std::string* why) {
+  const GpuLaunchHooks* hooks = gHooks.load();
+  return hooks ? hooks->available(why) : backendAvailable(why);
+}
+
+ncclResult_t gpuLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                       const std::vector<cudaStream_t>& streams) {
+  const GpuLaunchHooks* hooks = gHooks.load();
+  return hooks ? hooks->launch(comm, lanes, dtype, kind, streams) : backendLaunch(comm, lanes, dtype, kind, streams);
+}
+
+}  // namespace chorus

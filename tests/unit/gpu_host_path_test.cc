@@ -1,0 +1,174 @@
+// The host side of the CUDA executor without a GPU: the fake driver (fake_cuda_driver.h)
+// says which buffers are device memory, and a stand-in executor (GpuLaunchHooks) records
+// the launches instead of running kernels. Checks which communicators become GPU
+// communicators, what they refuse, and how a group's calls become kernel launches (one
+// per kernel run, in an order every rank agrees on, on the group's streams).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/cuda_driver_api.h"
+#include "comm/comm.h"
+#include "fake_cuda_driver.h"
+#include "gpu/gpu_executor.h"
+#include "nccl.h"
+
+namespace chorus {
+namespace {
+
+using fixtures::fakeDriver;
+using fixtures::kFakeDeviceOrdinal;
+
+struct RecordedLaunch {
+  int rank;
+  ncclDataType_t dtype;
+  RedKind kind;
+  std::vector<WorkItem> items;  // every lane's, lane by lane
+  std::vector<cudaStream_t> streams;
+};
+std::vector<RecordedLaunch> gLaunches;
+
+const GpuLaunchHooks kStandIn = {
+    [](std::string*) { return true; },
+    [](ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+       const std::vector<cudaStream_t>& streams) {
+      RecordedLaunch launch{comm->rank, dtype, kind, {}, streams};
+      for (const Lane* lane : lanes) launch.items.insert(launch.items.end(), lane->items.begin(), lane->items.end());
+      gLaunches.push_back(launch);
+      return ncclSuccess;
+    },
+};
+
+cudaStream_t streamNamed(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
+
+class GpuHostPathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv(kCudaDriverLibraryEnv, fixtures::kFakeDriver, 1);  // before the first Chorus call
+    fake_ = fakeDriver();
+    ASSERT_NE(fake_.deviceMemory, nullptr);
+    device_ = reinterpret_cast<float*>(fake_.deviceMemory);
+    setGpuLaunchHooksForTesting(&kStandIn);
+    gLaunches.clear();
+  }
+  void TearDown() override {
+    for (ncclComm_t c : comms_) {
+      if (c) {
+        EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+      }
+    }
+    setGpuLaunchHooksForTesting(nullptr);
+    unsetenv("CHORUS_ALLOW_SHARED_GPU");
+  }
+  // `n` ranks, all on the fake's GPU (n > 1 needs CHORUS_ALLOW_SHARED_GPU=1).
+  ncclResult_t initOnFakeGpu(int n) {
+    comms_.assign(n, nullptr);
+    std::vector<int> devs(n, kFakeDeviceOrdinal);
+    return ncclCommInitAll(comms_.data(), n, devs.data());
+  }
+  fixtures::FakeDriver fake_;
+  float* device_ = nullptr;  // 1024 floats of "device memory"
+  std::vector<ncclComm_t> comms_;
+};
+
+TEST_F(GpuHostPathTest, AGroupBecomesOneLaunchPerKernelRunOnItsStreams) {
+  ASSERT_EQ(initOnFakeGpu(1), ncclSuccess);
+  ncclComm_t comm = comms_[0];
+  float* a = device_;
+  float* b = device_ + 256;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclSend(a, 10, ncclFloat32, 0, comm, streamNamed(0x10)), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(a, b, 100, ncclFloat32, ncclSum, comm, streamNamed(0x20)), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(a, b, 100, ncclFloat32, ncclSum, comm, streamNamed(0x10)), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(a, b, 100, ncclFloat32, ncclMax, comm, streamNamed(0x10)), ncclSuccess);
+  ASSERT_EQ(ncclAllGather(a, b, 100, ncclFloat32, comm, streamNamed(0x10)), ncclSuccess);
+  ASSERT_EQ(ncclRecv(b, 10, ncclFloat32, 0, comm, streamNamed(0x10)), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comm);
+
+  ASSERT_EQ(gLaunches.size(), 4u);
+  const std::vector<cudaStream_t> streams = {streamNamed(0x10), streamNamed(0x20)};  // first call's first
+  for (const RecordedLaunch& l : gLaunches) EXPECT_EQ(l.streams, streams);
+  EXPECT_EQ(gLaunches[0].dtype, ncclFloat32);  // the two sums share the Sum kernel
+  EXPECT_EQ(gLaunches[0].kind, RedKind::Sum);
+  ASSERT_FALSE(gLaunches[0].items.empty());
+  for (const WorkItem& w : gLaunches[0].items) EXPECT_EQ(w.kind, WorkKind::AllReduce);
+  EXPECT_EQ(gLaunches[1].kind, RedKind::Max);  // the run-time-op kernel
+  EXPECT_EQ(gLaunches[2].dtype, ncclUint8);    // AllGather as bytes
+  ASSERT_FALSE(gLaunches[2].items.empty());
+  EXPECT_EQ(gLaunches[2].items[0].kind, WorkKind::AllGather);
+  EXPECT_EQ(gLaunches[2].items[0].blockCount, 400u);
+  // The send to self and the receive from self, last, as one local copy of 40 bytes.
+  EXPECT_EQ(gLaunches[3].dtype, ncclUint8);
+  ASSERT_EQ(gLaunches[3].items.size(), 1u);
+  EXPECT_EQ(gLaunches[3].items[0].kind, WorkKind::LocalCopy);
+  EXPECT_EQ(gLaunches[3].items[0].range.count, 40u);
+  EXPECT_EQ(gLaunches[3].items[0].sendbuff, a);
+  EXPECT_EQ(gLaunches[3].items[0].recvbuff, b);
+}
+
+TEST_F(GpuHostPathTest, AGpuCommunicatorTakesManagedMemoryAndRefusesPageableMemory) {
+  ASSERT_EQ(initOnFakeGpu(1), ncclSuccess);
+  ncclComm_t comm = comms_[0];
+  ASSERT_EQ(ncclAllReduce(device_, device_ + 256, 16, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  ASSERT_EQ(gLaunches.size(), 1u);
+  auto* managed = reinterpret_cast<float*>(fake_.managedMemory);
+  EXPECT_EQ(ncclAllReduce(managed, device_, 16, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(gLaunches.size(), 2u);
+  std::vector<float> pageable(16, 1.0f);
+  EXPECT_EQ(ncclAllReduce(pageable.data(), device_, 16, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument);
+  const std::string error = ncclGetLastError(comm);
+  EXPECT_NE(error.find("pageable host memory"), std::string::npos) << error;
+  EXPECT_EQ(gLaunches.size(), 2u) << "a refused call launches nothing";
+}
+
+TEST_F(GpuHostPathTest, DeviceMemoryOfAnotherGpuIsRefused) {
+  comms_.assign(1, nullptr);
+  const int dev = 0;
+  ASSERT_EQ(ncclCommInitAll(comms_.data(), 1, &dev), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(device_, device_, 16, ncclFloat32, ncclSum, comms_[0], nullptr), ncclInvalidArgument);
+  const std::string error = ncclGetLastError(comms_[0]);
+  EXPECT_NE(error.find("is memory of GPU 3, but communicator"), std::string::npos) << error;
+  EXPECT_TRUE(gLaunches.empty());
+}
+
+TEST_F(GpuHostPathTest, RanksSharingAGpuNeedTheSwitch) {
+  EXPECT_EQ(initOnFakeGpu(2), ncclInvalidUsage) << "NCCL refuses duplicate devices";
+  setenv("CHORUS_ALLOW_SHARED_GPU", "1", 1);
+  ASSERT_EQ(initOnFakeGpu(2), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclAllReduce(device_ + 256 * r, device_ + 512 + 256 * r, 64, ncclFloat32, ncclSum, comms_[r],
+                            streamNamed(0x100 + r)),
+              ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(gLaunches.size(), 2u);
+  EXPECT_EQ(gLaunches[0].rank, 0);
+  EXPECT_EQ(gLaunches[1].rank, 1);
+  EXPECT_EQ(gLaunches[1].streams, std::vector<cudaStream_t>{streamNamed(0x101)});
+
+  // Without the switch the first call refuses (the communicators were made with it).
+  unsetenv("CHORUS_ALLOW_SHARED_GPU");
+  for (ncclComm_t& c : comms_) {
+    EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+    c = nullptr;
+  }
+  setenv("CHORUS_ALLOW_SHARED_GPU", "1", 1);
+  ASSERT_EQ(initOnFakeGpu(2), ncclSuccess);
+  unsetenv("CHORUS_ALLOW_SHARED_GPU");
+  EXPECT_EQ(ncclAllReduce(device_, device_ + 512, 64, ncclFloat32, ncclSum, comms_[0], nullptr), ncclInvalidUsage);
+  const std::string error = ncclGetLastError(comms_[0]);
+  EXPECT_NE(error.find("both use CUDA device 3"), std::string::npos) << error;
+}
+
+TEST_F(GpuHostPathTest, AHostCommunicatorNeverLaunches) {
+  ASSERT_EQ(initOnFakeGpu(1), ncclSuccess);
+  std::vector<float> send(16, 2.0f), recv(16, 0.0f);
+  ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), 16, ncclFloat32, ncclSum, comms_[0], nullptr), ncclSuccess);
+  EXPECT_EQ(recv, send) << "run by the CPU executor";
+  EXPECT_TRUE(gLaunches.empty());
+}
+
+}  // namespace
+}  // namespace chorus
