@@ -14,7 +14,7 @@ namespace {
 class HeapFifo : public ConnectionResource {
  public:
   explicit HeapFifo(const FifoLayout& layout)
-      : memory_(std::aligned_alloc(kFifoPageBytes, roundUpToFifoPages(layout.totalBytes()))) {
+      : memory_(std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(layout.totalBytes()))) {
     // Counters and LL/LL128 flags start at 0 (= no data yet); Simple slots need no clearing.
     if (memory_) memset(memory_, 0, layout.bufferOffset(static_cast<int>(Protocol::Simple)));
   }

@@ -3,6 +3,8 @@
 // a connector. Choice per peer pair: the first of P2P -> SHM -> NET that accepts.
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -17,6 +19,7 @@ struct PeerInfo {
   int rank;
   int cudaDev;
   int pid;
+  uint64_t gpuBusId;   // the GPU's PCI location (gpuBusIdOf), 0 when unknown
   uint64_t hostHash;   // same host <=> same hash (NCCL_HOSTID overrides)
   uint64_t shmDevId;   // st_dev of /dev/shm: same host and same /dev/shm for SHM
   uint64_t processId;  // unique per process even across hosts (host hash ^ pid ^ start time)
@@ -27,9 +30,12 @@ struct PeerInfo {
 // Heap FIFO memory (P2P, NET staging) starts on a page and fills whole pages: a GPU
 // communicator registers each FIFO with cudaHostRegister, and two FIFOs sharing a page
 // could not be registered (and unregistered) independently.
-constexpr size_t kFifoPageBytes = 4096;
+inline size_t fifoPageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
 inline size_t roundUpToFifoPages(size_t bytes) {
-  return (bytes + kFifoPageBytes - 1) / kFifoPageBytes * kFifoPageBytes;
+  return (bytes + fifoPageBytes() - 1) / fifoPageBytes() * fifoPageBytes();
 }
 
 enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };

@@ -11,8 +11,10 @@
 
 namespace chorus {
 
+// Bounded to one block of kCudaThreadsPerLane per SM at least, so ptxas keeps the
+// registers within what such a launch has.
 template <typename T, typename Op>
-__global__ void collectiveKernel(KernelArgs args) {
+__global__ void __launch_bounds__(kCudaThreadsPerLane, 1) collectiveKernel(KernelArgs args) {
   CudaExec exec(args);
   const KernelLane lane = args.lanes[blockIdx.x];
   programs::runLane<T, Op>(exec, args.comm, lane.items, lane.nItems);

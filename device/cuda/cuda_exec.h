@@ -78,10 +78,11 @@ class CudaExec {
     record(ncclInternalError, end.peer, what, got, expected);
   }
 
-  // Records the launch's first failure; later ones are dropped.
+  // Records the launch's first failure; later ones are dropped. `code` is published last
+  // (after a system fence), so whoever sees it nonzero also sees the other fields.
   __device__ void record(int code, int peer, const char* what, long got, long expected) {
     KernelStatus* s = args_.status;
-    if (atomicCAS(&s->code, 0, code) != 0) return;
+    if (atomicCAS(&s->claim, 0, 1) != 0) return;
     s->peer = peer;
     s->block = static_cast<int>(blockIdx.x);
     s->got = got;
@@ -89,6 +90,8 @@ class CudaExec {
     int i = 0;
     for (; what[i] != '\0' && i + 1 < static_cast<int>(sizeof(s->what)); ++i) s->what[i] = what[i];
     s->what[i] = '\0';
+    __threadfence_system();
+    *reinterpret_cast<volatile int*>(&s->code) = code;
     __threadfence_system();
   }
 

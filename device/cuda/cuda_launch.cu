@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <mutex>
+#include <set>
 #include <type_traits>
 
 #include "common/datatypes.h"
@@ -16,7 +19,47 @@ const void* kernelFor(ncclDataType_t dtype, RedKind kind) {
   return nullptr;
 }
 
+ncclResult_t cudaWarn(const char* call, cudaError_t err) {
+  WARN("CUDA executor: %s failed: %s (%s)", call, cudaGetErrorName(err), cudaGetErrorString(err));
+  return ncclUnhandledCudaError;
+}
+
 }  // namespace
+
+ncclResult_t prepareCollectiveKernels() {
+  static std::mutex mutex;
+  static std::set<int> prepared;  // devices
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return cudaWarn("cudaGetDevice", err);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (prepared.count(device)) return ncclSuccess;
+  size_t stack = 0;
+  for (int t = 0; t < ncclNumTypes; ++t) {
+    for (RedKind kind : {RedKind::Sum, RedKind::Max}) {
+      const void* kernel = kernelFor(static_cast<ncclDataType_t>(t), kind);
+      if (kernel == nullptr) continue;
+      cudaFuncAttributes attrs{};
+      err = cudaFuncGetAttributes(&attrs, kernel);  // loads it (CUDA loads kernels lazily)
+      if (err != cudaSuccess) return cudaWarn("cudaFuncGetAttributes", err);
+      if (attrs.maxThreadsPerBlock < kCudaThreadsPerLane) {
+        WARN("CUDA executor: the kernel for data type %d can run %d threads per block, fewer than %d (%d registers)", t,
+             attrs.maxThreadsPerBlock, kCudaThreadsPerLane, attrs.numRegs);
+        return ncclInternalError;
+      }
+      stack = std::max(stack, attrs.localSizeBytes);
+    }
+  }
+  size_t limit = 0;
+  err = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
+  if (err != cudaSuccess) return cudaWarn("cudaDeviceGetLimit", err);
+  if (stack > limit) {
+    err = cudaDeviceSetLimit(cudaLimitStackSize, stack);
+    if (err != cudaSuccess) return cudaWarn("cudaDeviceSetLimit(cudaLimitStackSize)", err);
+  }
+  prepared.insert(device);
+  return ncclSuccess;
+}
 
 ncclResult_t launchCollectiveKernel(ncclDataType_t dtype, RedKind kind, const KernelArgs& args, int nLanes,
                                     int threadsPerLane, cudaStream_t stream) {

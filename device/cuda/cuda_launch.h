@@ -10,8 +10,12 @@
 
 namespace chorus {
 
-// Threads per block: a team per lane (channel). NCCL uses 512 to 640 for large work.
-constexpr int kCudaThreadsPerLane = 512;
+// Loads every collective kernel on the current device and raises the device's stack limit
+// to what they need, once per device per process, so that no later launch loads a kernel
+// or grows the stack (both may wait for the kernels already running, which may be waiting
+// for that very launch: ranks sharing a GPU). ncclUnhandledCudaError with a WARN, and
+// ncclInternalError when a kernel cannot run kCudaThreadsPerLane threads.
+ncclResult_t prepareCollectiveKernels();
 
 // Enqueues one kernel on `stream` that runs `nLanes` lanes (args.lanes[0..nLanes)), one
 // block each, for items of `dtype` reduced with `kind`, and returns at once. Every

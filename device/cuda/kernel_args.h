@@ -15,8 +15,12 @@ namespace chorus {
 
 // The first failure of a launch, written by the GPU (first writer wins on `code`) and
 // read by the host once the launch has completed.
+// Threads per block: a team per lane (channel). NCCL uses 512 to 640 for large work.
+constexpr int kCudaThreadsPerLane = 512;
+
 struct KernelStatus {
-  int code = 0;    // ncclResult_t; 0: no failure
+  int claim = 0;   // the first failing thread takes it (atomicCAS), then fills in the rest
+  int code = 0;    // ncclResult_t; 0: no failure. Written last, so a nonzero code has its fields
   int peer = -1;   // the rank at the other end of the connection involved, if any
   int block = -1;  // the lane (block) that failed
   long got = 0;    // for malformed steps: what was seen and what was expected

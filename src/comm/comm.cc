@@ -13,9 +13,10 @@ ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::reg
 
 ncclComm::~ncclComm() {
   worker.reset();  // joins: no job may run while the connections go away
-  gpu.reset();     // waits for its kernels, which may still be using the connections
-  // Aborted: tell the peers now (and let NET connections close without draining).
+  // Aborted: tell the peers now (and let NET connections close without draining), before
+  // waiting for this rank's kernels, so that the peers' kernels stop waiting for them too.
   if (abortFlag.load() != 0) breakConnections();
+  gpu.reset();  // waits for its kernels, which may still be using the connections
   magic = 0;
   chorus::unregisterComm(this);
 }

@@ -31,6 +31,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   PeerInfo info{};
   info.rank = comm->rank;
   info.cudaDev = comm->cudaDev;
+  info.gpuBusId = gpuBusIdOf(comm->cudaDev);
   info.pid = getpid();
   info.hostHash = localHostHash();
   struct stat st;

@@ -32,8 +32,14 @@ int sharedGpuPeer(const ncclComm& comm) {
   for (const PeerInfo& p : comm.peers)
     if (p.rank == comm.rank) self = &p;
   if (self == nullptr) return -1;
-  for (const PeerInfo& p : comm.peers)
-    if (p.rank != comm.rank && p.hostHash == self->hostHash && p.cudaDev == self->cudaDev) return p.rank;
+  for (const PeerInfo& p : comm.peers) {
+    if (p.rank == comm.rank || p.hostHash != self->hostHash) continue;
+    // The GPU's PCI location where both know it: device numbers differ per process with
+    // CUDA_VISIBLE_DEVICES (every rank may be "device 0" on a GPU of its own).
+    const bool same =
+        p.gpuBusId != 0 && self->gpuBusId != 0 ? p.gpuBusId == self->gpuBusId : p.cudaDev == self->cudaDev;
+    if (same) return p.rank;
+  }
   return -1;
 }
 

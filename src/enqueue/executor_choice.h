@@ -16,7 +16,8 @@ namespace chorus {
 // unless CHORUS_ALLOW_SHARED_GPU=1.
 ncclResult_t checkBufferForExecutor(ncclComm* comm, const void* ptr, const char* arg, const char* func);
 
-// A rank of the same host on the same CUDA device as `comm`'s rank, or -1.
+// A rank of the same host on the same GPU as `comm`'s rank (by PCI location where known,
+// else by device number), or -1.
 int sharedGpuPeer(const ncclComm& comm);
 
 }  // namespace chorus

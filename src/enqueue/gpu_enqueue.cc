@@ -44,7 +44,7 @@ ncclResult_t splitIntoKernelRuns(const ncclComm* comm, const std::vector<CollOp>
   return ncclSuccess;
 }
 
-ncclResult_t launchOnGpu(ncclComm* comm, const std::vector<CollOp>& ops) {
+ncclResult_t stageOnGpu(ncclComm* comm, const std::vector<CollOp>& ops) {
   std::vector<cudaStream_t> streams;
   for (const CollOp& op : ops)
     if (std::find(streams.begin(), streams.end(), op.stream) == streams.end()) streams.push_back(op.stream);
@@ -55,7 +55,7 @@ ncclResult_t launchOnGpu(ncclComm* comm, const std::vector<CollOp>& ops) {
     lanes.clear();
     CHORUS_CHECK(buildLanes(comm, run.ops, &lanes));
     if (lanes.empty()) continue;
-    CHORUS_CHECK(gpuLaunch(comm, lanes, run.dtype, run.kind, streams));
+    CHORUS_CHECK(gpuEnqueue(comm, lanes, run.dtype, run.kind, streams));
   }
   return ncclSuccess;
 }

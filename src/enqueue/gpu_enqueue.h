@@ -24,8 +24,8 @@ struct KernelRun {
 // in the same order on every rank; point-to-point calls need not).
 ncclResult_t splitIntoKernelRuns(const ncclComm* comm, const std::vector<CollOp>& ops, std::vector<KernelRun>* runs);
 
-// Plans and launches `ops` on `comm` (a GPU communicator): one kernel per run, on the
-// first call's stream, ordered with the other calls' streams. Returns once enqueued.
-ncclResult_t launchOnGpu(ncclComm* comm, const std::vector<CollOp>& ops);
+// Plans and stages `ops` on `comm` (a GPU communicator): one kernel per run, on the first
+// call's stream, ordered with the other calls' streams. gpuFlush launches them.
+ncclResult_t stageOnGpu(ncclComm* comm, const std::vector<CollOp>& ops);
 
 }  // namespace chorus

@@ -18,12 +18,15 @@ class DeviceScope {
  public:
   explicit DeviceScope(int device) {
     cudaGetDevice(&previous_);
-    if (previous_ != device) cudaSetDevice(device);
+    if (previous_ != device) changed_ = cudaSetDevice(device) == cudaSuccess;
   }
-  ~DeviceScope() { cudaSetDevice(previous_); }
+  ~DeviceScope() {
+    if (changed_) cudaSetDevice(previous_);  // the caller's context stays untouched otherwise
+  }
 
  private:
   int previous_ = 0;
+  bool changed_ = false;
 };
 
 // Allocations and copies made while the user's stream is being captured must not join
@@ -58,12 +61,14 @@ ncclResult_t allocMapped(T** host, T** device, int rank) {
 
 }  // namespace
 
-ncclResult_t CudaComm::create(const ncclComm& comm, CudaComm** out) {
+ncclResult_t CudaComm::create(const ncclComm& comm, bool sharedGpu, CudaComm** out) {
   DeviceScope scope(comm.cudaDev);
   RelaxedCapture relaxed;
-  auto* c = new CudaComm(comm.cudaDev, comm.exec.timeoutSec);
+  CHORUS_CHECK(prepareCollectiveKernels());
+  auto* c = new CudaComm(comm.cudaDev, comm.exec.timeoutSec, sharedGpu);
   std::unique_ptr<CudaComm> owned(c);
   CHORUS_CUDA(cudaStreamCreateWithFlags(&c->copyStream_, cudaStreamNonBlocking), comm.rank);
+  CHORUS_CUDA(cudaEventCreateWithFlags(&c->lastKernel_, cudaEventDisableTiming), comm.rank);
   CHORUS_CHECK(allocMapped(&c->statusHost_, &c->statusDevice_, comm.rank));
   CHORUS_CHECK(allocMapped(&c->abortHost_, &c->abortDevice_, comm.rank));
   INFO(kSubsysInit, "comm %p rank %d runs on the CUDA executor, GPU %d", static_cast<const void*>(&comm), comm.rank,
@@ -100,6 +105,7 @@ CudaComm::~CudaComm() {
     }
   }
   if (image_) cudaFree(image_);
+  if (lastKernel_) cudaEventDestroy(lastKernel_);
   if (statusHost_) cudaFreeHost(statusHost_);
   if (abortHost_) cudaFreeHost(abortHost_);
   if (copyStream_) cudaStreamDestroy(copyStream_);
@@ -131,15 +137,17 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
   if (image_ == nullptr) {
     CHORUS_CHECK(buildCommImage(*comm, 0, map, &image));
     CHORUS_CUDA(cudaMalloc(&image_, image.bytes.size()), comm->rank);
-    uploaded_.assign(image.bytes.size(), std::byte{0xff});  // differs everywhere: copied whole
   }
+  const bool first = uploaded_.empty();
   CHORUS_CHECK(buildCommImage(*comm, reinterpret_cast<uintptr_t>(image_), map, &image));
-  if (image.bytes.size() != uploaded_.size()) {
+  if (!first && image.bytes.size() != uploaded_.size()) {
     WARN("CUDA executor: rank %d: its connections' image grew from %zu to %zu bytes", comm->rank, uploaded_.size(),
          image.bytes.size());
     return ncclInternalError;
   }
-  const auto ranges = changedRanges(uploaded_, image.bytes);
+  // First whole; afterwards only what changed (the GPU's step counters must stay).
+  const auto ranges =
+      first ? std::vector<std::pair<size_t, size_t>>{{0, image.bytes.size()}} : changedRanges(uploaded_, image.bytes);
   for (const auto& [begin, end] : ranges) {
     CHORUS_CUDA(cudaMemcpyAsync(static_cast<char*>(image_) + begin, image.bytes.data() + begin, end - begin,
                                 cudaMemcpyHostToDevice, copyStream_),
@@ -151,10 +159,11 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
   return ncclSuccess;
 }
 
-ncclResult_t CudaComm::stagingFor(size_t bytes, Staging** out) {
-  for (Staging& s : staging_) {
-    if (s.captured || s.bytes < bytes || cudaEventQuery(s.done) != cudaSuccess) continue;
-    *out = &s;
+ncclResult_t CudaComm::stagingFor(size_t bytes, size_t* index) {
+  for (size_t i = 0; i < staging_.size(); ++i) {
+    Staging& s = staging_[i];
+    if (s.busy || s.captured || s.bytes < bytes || cudaEventQuery(s.done) != cudaSuccess) continue;
+    *index = i;
     return ncclSuccess;
   }
   Staging s;
@@ -163,33 +172,58 @@ ncclResult_t CudaComm::stagingFor(size_t bytes, Staging** out) {
   CHORUS_CUDA(cudaHostGetDevicePointer(&s.device, s.host, 0), -1);
   CHORUS_CUDA(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), -1);
   staging_.push_back(s);
-  *out = &staging_.back();
+  *index = staging_.size() - 1;
   return ncclSuccess;
 }
 
-ncclResult_t CudaComm::launch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                              const std::vector<cudaStream_t>& streams) {
+ncclResult_t CudaComm::stage(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                             const std::vector<cudaStream_t>& streams) {
   CHORUS_CHECK(asyncError(*comm));
   DeviceScope scope(device_);
-  const int rank = comm->rank;
-  cudaStream_t stream = streams.front();
+  RelaxedCapture relaxed;
+  CHORUS_CHECK(syncImage(comm));
+  size_t index = 0;
+  CHORUS_CHECK(stagingFor(launchImageBytes(lanes), &index));
+  Staging& staging = staging_[index];
+  LaunchImage image;
+  buildLaunchImage(lanes, reinterpret_cast<uintptr_t>(staging.device), &image);
+  std::memcpy(staging.host, image.bytes.data(), image.bytes.size());
+  staging.busy = true;
+  staged_.push_back(Staged{index, image.lanes, image.nLanes, dtype, kind, streams});
+  return ncclSuccess;
+}
+
+ncclResult_t CudaComm::flush(const ncclComm& comm, bool launchThem) {
+  ncclResult_t result = ncclSuccess;
+  if (launchThem) {
+    DeviceScope scope(device_);
+    for (const Staged& s : staged_) {
+      if (result == ncclSuccess) result = launch(comm, s);
+    }
+  }
+  for (const Staged& s : staged_) staging_[s.staging].busy = false;
+  staged_.clear();
+  return result;
+}
+
+// The kernel runs after the work already on every stream of the group's calls and after
+// this communicator's previous kernel; the work enqueued on those streams later runs
+// after it (NCCL's stream semantics). Nothing here allocates memory.
+ncclResult_t CudaComm::launch(const ncclComm& comm, const Staged& s) {
+  const int rank = comm.rank;
+  cudaStream_t stream = s.streams.front();
+  if (sharedGpu_ && !warnedLegacyStream_ && (stream == nullptr || stream == cudaStreamLegacy)) {
+    warnedLegacyStream_ = true;
+    WARN(
+        "CUDA executor: rank %d shares its GPU with another rank and launches on the legacy default stream: the "
+        "ranks' kernels then run one after the other and wait for each other until CHORUS_TIMEOUT; give each rank "
+        "a stream of its own (cudaStreamNonBlocking)",
+        rank);
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CHORUS_CUDA(cudaStreamIsCapturing(stream, &capture), rank);
-  {
-    RelaxedCapture relaxed;
-    CHORUS_CHECK(syncImage(comm));
-  }
-  Staging* staging = nullptr;
-  {
-    RelaxedCapture relaxed;
-    CHORUS_CHECK(stagingFor(launchImageBytes(lanes), &staging));
-  }
-  LaunchImage image;
-  buildLaunchImage(lanes, reinterpret_cast<uintptr_t>(staging->device), &image);
-  std::memcpy(staging->host, image.bytes.data(), image.bytes.size());
+  const bool capturing = capture == cudaStreamCaptureStatusActive;
 
-  // The kernel runs after the work already on every stream of the group's calls, and
-  // the work enqueued on them later runs after the kernel (NCCL's stream semantics).
   std::vector<cudaEvent_t> events;
   auto order = [&](cudaStream_t from, cudaStream_t to) -> ncclResult_t {
     cudaEvent_t e = nullptr;
@@ -200,24 +234,32 @@ ncclResult_t CudaComm::launch(ncclComm* comm, const std::vector<Lane*>& lanes, n
     return ncclSuccess;
   };
   ncclResult_t result = ncclSuccess;
-  for (size_t i = 1; i < streams.size() && result == ncclSuccess; ++i) result = order(streams[i], stream);
+  if (!capturing && lastKernelRecorded_) {
+    const cudaError_t err = cudaStreamWaitEvent(stream, lastKernel_, 0);
+    if (err != cudaSuccess) result = cudaFailed("cudaStreamWaitEvent", err, rank);
+  }
+  for (size_t i = 1; i < s.streams.size() && result == ncclSuccess; ++i) result = order(s.streams[i], stream);
   KernelArgs args;
   args.comm = view_;
-  args.lanes = image.lanes;
+  args.lanes = s.lanes;
   args.status = statusDevice_;
   args.abortFlag = abortDevice_;
   args.timeoutNs = static_cast<uint64_t>(timeoutSec_ * 1e9);
   if (result == ncclSuccess)
-    result = launchCollectiveKernel(dtype, kind, args, image.nLanes, kCudaThreadsPerLane, stream);
-  for (size_t i = 1; i < streams.size() && result == ncclSuccess; ++i) result = order(stream, streams[i]);
+    result = launchCollectiveKernel(s.dtype, s.kind, args, s.nLanes, kCudaThreadsPerLane, stream);
   if (result == ncclSuccess) {
-    if (capture == cudaStreamCaptureStatusActive) {
-      staging->captured = true;  // every replay reads it
+    Staging& staging = staging_[s.staging];
+    if (capturing) {
+      staging.captured = true;  // every replay reads it
     } else {
-      const cudaError_t err = cudaEventRecord(staging->done, stream);
+      // At once: the staging must not look free while this kernel may read it.
+      cudaError_t err = cudaEventRecord(staging.done, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(lastKernel_, stream);
       if (err != cudaSuccess) result = cudaFailed("cudaEventRecord", err, rank);
+      lastKernelRecorded_ = err == cudaSuccess;
     }
   }
+  for (size_t i = 1; i < s.streams.size() && result == ncclSuccess; ++i) result = order(stream, s.streams[i]);
   for (cudaEvent_t e : events) cudaEventDestroy(e);
   return result;
 }

@@ -3,6 +3,11 @@
 // its FIFO memory registered with the GPU, and pinned staging for each launch's work
 // items, reused once the launch has completed (kept while a captured CUDA graph may
 // replay it).
+//
+// A group is staged first and launched after: everything that allocates or registers
+// memory (which CUDA may order against kernels already running on the device) happens
+// before any of the group's kernels starts, since ranks sharing a GPU need their kernels
+// to run at the same time.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,11 +24,13 @@ namespace chorus {
 class CudaComm final : public GpuComm {
  public:
   // On the communicator's device. ncclUnhandledCudaError / ncclSystemError with a WARN.
-  static ncclResult_t create(const ncclComm& comm, CudaComm** out);
+  static ncclResult_t create(const ncclComm& comm, bool sharedGpu, CudaComm** out);
   ~CudaComm() override;
 
-  ncclResult_t launch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                      const std::vector<cudaStream_t>& streams);
+  // Stages one kernel's work (gpuEnqueue), then launches everything staged (gpuFlush).
+  ncclResult_t stage(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                     const std::vector<cudaStream_t>& streams);
+  ncclResult_t flush(const ncclComm& comm, bool launch);
   ncclResult_t asyncError(const ncclComm& comm);
   void abort() { *reinterpret_cast<volatile uint32_t*>(abortHost_) = 1; }
 
@@ -32,16 +39,28 @@ class CudaComm final : public GpuComm {
     void* host = nullptr;  // pinned, mapped
     void* device = nullptr;
     size_t bytes = 0;
-    cudaEvent_t done = nullptr;  // recorded after the launch that uses it
+    cudaEvent_t done = nullptr;  // recorded right after the launch that uses it
+    bool busy = false;           // staged, not launched yet
     bool captured = false;       // part of a CUDA graph: never reused
   };
-  CudaComm(int device, double timeoutSec) : device_(device), timeoutSec_(timeoutSec) {}
+  struct Staged {
+    size_t staging;  // index in staging_
+    const KernelLane* lanes;
+    int nLanes;
+    ncclDataType_t dtype;
+    RedKind kind;
+    std::vector<cudaStream_t> streams;
+  };
+  CudaComm(int device, double timeoutSec, bool sharedGpu)
+      : device_(device), timeoutSec_(timeoutSec), sharedGpu_(sharedGpu) {}
   ncclResult_t syncImage(ncclComm* comm);
-  ncclResult_t stagingFor(size_t bytes, Staging** out);
+  ncclResult_t stagingFor(size_t bytes, size_t* index);
+  ncclResult_t launch(const ncclComm& comm, const Staged& s);
   void waitForKernels();
 
   int device_;
   double timeoutSec_;
+  bool sharedGpu_;  // another rank of this host uses the same GPU (CHORUS_ALLOW_SHARED_GPU)
   cudaStream_t copyStream_ = nullptr;
   void* image_ = nullptr;  // device memory
   std::vector<std::byte> uploaded_;
@@ -56,7 +75,13 @@ class CudaComm final : public GpuComm {
   };
   std::vector<Registered> registered_;
   std::vector<Staging> staging_;
+  std::vector<Staged> staged_;
+  // This communicator's kernels run one after another whatever streams they are given:
+  // they share the FIFOs and the GPU's step counters.
+  cudaEvent_t lastKernel_ = nullptr;
+  bool lastKernelRecorded_ = false;
   bool reported_ = false;
+  bool warnedLegacyStream_ = false;
 };
 
 }  // namespace chorus

@@ -7,6 +7,7 @@
 
 #include "comm/comm.h"
 #include "core/debug.h"
+#include "enqueue/executor_choice.h"
 #include "gpu/cuda_comm.h"
 #include "gpu/gpu_backend.h"
 
@@ -39,14 +40,32 @@ int currentCudaDevice() {
   return device;
 }
 
-ncclResult_t backendLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                           const std::vector<cudaStream_t>& streams) {
+ncclResult_t backendEnqueue(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                            const std::vector<cudaStream_t>& streams) {
   if (!comm->gpu) {
     CudaComm* created = nullptr;
-    CHORUS_CHECK(CudaComm::create(*comm, &created));
+    CHORUS_CHECK(CudaComm::create(*comm, sharedGpuPeer(*comm) >= 0, &created));
     comm->gpu.reset(created);
   }
-  return static_cast<CudaComm*>(comm->gpu.get())->launch(comm, lanes, dtype, kind, streams);
+  return static_cast<CudaComm*>(comm->gpu.get())->stage(comm, lanes, dtype, kind, streams);
+}
+
+ncclResult_t backendFlush(ncclComm* comm, bool launch) {
+  if (!comm->gpu) return ncclSuccess;
+  return static_cast<CudaComm*>(comm->gpu.get())->flush(*comm, launch);
+}
+
+uint64_t gpuBusIdOf(int device) {
+  if (!backendAvailable(nullptr)) return 0;
+  int domain = 0, bus = 0, slot = 0;
+  if (cudaDeviceGetAttribute(&domain, cudaDevAttrPciDomainId, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&slot, cudaDevAttrPciDeviceId, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  // domain:bus:device, plus one so that 0 stays "unknown".
+  return ((static_cast<uint64_t>(domain) << 16 | static_cast<uint64_t>(bus) << 8 | static_cast<uint64_t>(slot)) + 1);
 }
 
 ncclResult_t gpuAsyncError(ncclComm* comm) {

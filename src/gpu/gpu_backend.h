@@ -7,7 +7,8 @@
 namespace chorus {
 
 bool backendAvailable(std::string* why);
-ncclResult_t backendLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                           const std::vector<cudaStream_t>& streams);
+ncclResult_t backendEnqueue(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                            const std::vector<cudaStream_t>& streams);
+ncclResult_t backendFlush(ncclComm* comm, bool launch);
 
 }  // namespace chorus

@@ -3,6 +3,7 @@
 // the build has nvcc (CHORUS_HAVE_CUDA); no_cuda_executor.cc says it is absent.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,12 +30,20 @@ bool gpuExecutorAvailable(std::string* why);
 // The calling thread's current CUDA device, 0 when there is none (as for a CPU-only run).
 int currentCudaDevice();
 
-// Enqueues `lanes` (the plan of one or more of `comm`'s calls, every item of one data
-// type; `kind` Sum, or any other op for the run-time-op kernel) as one kernel on `streams[0]`, ordered after and before
-// the work already on the other streams, and returns at once. Creates comm->gpu on
-// first use. Errors come with a WARN.
-ncclResult_t gpuLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                       const std::vector<cudaStream_t>& streams);
+// Stages `lanes` (the plan of one or more of `comm`'s calls, every item of one data type;
+// `kind` Sum, or any other op for the run-time-op kernel) as one kernel for `streams[0]`,
+// to be ordered after and before the work on the other streams. Creates comm->gpu on
+// first use. Nothing runs until gpuFlush. Errors come with a WARN.
+ncclResult_t gpuEnqueue(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                        const std::vector<cudaStream_t>& streams);
+// Launches what gpuEnqueue staged for `comm` (or, `launch` false, drops it) and returns
+// at once. A group stages every communicator's kernels before flushing any.
+ncclResult_t gpuFlush(ncclComm* comm, bool launch);
+
+// A number naming GPU `device`'s PCI location (nonzero), or 0 when unknown: ranks of one
+// host compare these to find a shared GPU, since device numbers depend on
+// CUDA_VISIBLE_DEVICES.
+uint64_t gpuBusIdOf(int device);
 
 // The first failure a kernel of `comm` recorded (ncclSuccess when none, or not a GPU
 // communicator); the first time it is seen, a WARN names the cause, peer and block.
@@ -47,10 +56,11 @@ void gpuAbort(ncclComm* comm);
 // whole host path (executor choice, kernel runs, launches) run on a machine without a GPU.
 struct GpuLaunchHooks {
   bool (*available)(std::string* why);
-  ncclResult_t (*launch)(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                         const std::vector<cudaStream_t>& streams);
+  ncclResult_t (*enqueue)(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                          const std::vector<cudaStream_t>& streams);
 };
-// Replaces gpuExecutorAvailable and gpuLaunch for the process; nullptr restores them.
+// Replaces gpuExecutorAvailable and gpuEnqueue for the process (gpuFlush then does
+// nothing); nullptr restores them.
 void setGpuLaunchHooksForTesting(const GpuLaunchHooks* hooks);
 
 // ncclMemAlloc/ncclMemFree's device memory; false when the CUDA executor is absent

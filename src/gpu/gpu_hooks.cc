@@ -14,10 +14,12 @@ bool gpuExecutorAvailable(std::string* why) {
   return hooks ? hooks->available(why) : backendAvailable(why);
 }
 
-ncclResult_t gpuLaunch(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                       const std::vector<cudaStream_t>& streams) {
+ncclResult_t gpuEnqueue(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                        const std::vector<cudaStream_t>& streams) {
   const GpuLaunchHooks* hooks = gHooks.load();
-  return hooks ? hooks->launch(comm, lanes, dtype, kind, streams) : backendLaunch(comm, lanes, dtype, kind, streams);
+  return hooks ? hooks->enqueue(comm, lanes, dtype, kind, streams) : backendEnqueue(comm, lanes, dtype, kind, streams);
 }
+
+ncclResult_t gpuFlush(ncclComm* comm, bool launch) { return gHooks.load() ? ncclSuccess : backendFlush(comm, launch); }
 
 }  // namespace chorus

@@ -12,11 +12,14 @@ bool backendAvailable(std::string* why) {
 
 int currentCudaDevice() { return 0; }
 
-ncclResult_t backendLaunch(ncclComm*, const std::vector<Lane*>&, ncclDataType_t, RedKind,
-                           const std::vector<cudaStream_t>&) {
+ncclResult_t backendEnqueue(ncclComm*, const std::vector<Lane*>&, ncclDataType_t, RedKind,
+                            const std::vector<cudaStream_t>&) {
   WARN("CUDA executor: this build has none");
   return ncclInvalidUsage;
 }
+
+ncclResult_t backendFlush(ncclComm*, bool) { return ncclSuccess; }
+uint64_t gpuBusIdOf(int) { return 0; }
 
 ncclResult_t gpuAsyncError(ncclComm*) { return ncclSuccess; }
 void gpuAbort(ncclComm*) {}

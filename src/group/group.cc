@@ -39,11 +39,18 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   lanes.clear();
   for (ncclComm* comm : comms) {
     if (result == ncclSuccess) {
-      // A GPU communicator's calls are enqueued on their streams; the rest run here.
-      result = comm->executor == ExecutorKind::Cuda ? launchOnGpu(comm, comm->pending)
+      // A GPU communicator's calls become kernels on their streams; the rest run here.
+      result = comm->executor == ExecutorKind::Cuda ? stageOnGpu(comm, comm->pending)
                                                     : buildLanes(comm, comm->pending, &lanes);
     }
     comm->pending.clear();
+  }
+  // Every GPU communicator's kernels are staged before any starts (cuda_comm.h says why).
+  const bool launch = result == ncclSuccess;
+  for (ncclComm* comm : comms) {
+    if (comm->executor != ExecutorKind::Cuda) continue;
+    const ncclResult_t r = gpuFlush(comm, launch);
+    if (result == ncclSuccess) result = r;
   }
   if (result == ncclSuccess) result = runLanes(lanes);
   for (ncclComm* comm : comms) {

@@ -41,6 +41,7 @@ class GpuCommTest : public ::testing::Test {
     void* p = nullptr;
     EXPECT_EQ(cudaMalloc(&p, sizeof(T) * std::max<size_t>(host.size(), 1)), cudaSuccess);
     cudaMemcpy(p, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();  // a pageable copy may land after it returns; the ranks' streams do not wait for it
     buffers_.push_back(p);
     return static_cast<T*>(p);
   }
@@ -90,6 +91,35 @@ TEST_F(GpuCommTest, AllReduceOnDeviceBuffersCompletesOnTheStream) {
         ASSERT_EQ(out[i], input(0, i) + input(1, i)) << "count " << count << " i " << i;
     }
   }
+}
+
+TEST_F(GpuCommTest, ACommunicatorsKernelsStayInOrderAcrossStreams) {
+  // The second call reads what the first wrote, on another stream of each rank: only the
+  // communicator's own ordering of its kernels makes it see the sum.
+  const size_t count = 1 << 20;
+  cudaStream_t other[kRanks];
+  for (auto& s : other) ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  float* a[kRanks];
+  float* b[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    a[r] = deviceCopy(std::vector<float>(count, static_cast<float>(r + 1)));
+    b[r] = deviceCopy(std::vector<float>(count, 0));
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclAllReduce(a[r], b[r], count, ncclFloat32, ncclSum, comms_[r], streams_[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_EQ(ncclAllReduce(b[r], a[r], count, ncclFloat32, ncclSum, comms_[r], other[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (cudaStream_t s : other) ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  sync();
+  for (int r = 0; r < kRanks; ++r) {
+    const auto out = hostCopy(a[r], count);
+    for (size_t i = 0; i < count; i += 4099) ASSERT_EQ(out[i], 6.0f) << "rank " << r << " element " << i;
+  }
+  for (cudaStream_t s : other) cudaStreamDestroy(s);
 }
 
 TEST_F(GpuCommTest, MixedGroupOfTypesOpsCollectivesAndSendRecv) {
@@ -162,6 +192,7 @@ TEST_F(GpuCommTest, CapturedGraphReplaysTheAllReduce) {
       std::vector<float> in(count, static_cast<float>(round * (r + 1)));
       cudaMemcpy(send[r], in.data(), sizeof(float) * count, cudaMemcpyHostToDevice);
     }
+    cudaDeviceSynchronize();
     for (int r = 0; r < kRanks; ++r) ASSERT_EQ(cudaGraphLaunch(execs[r], streams_[r]), cudaSuccess);
     sync();
     for (int r = 0; r < kRanks; ++r) {

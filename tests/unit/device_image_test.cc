@@ -276,7 +276,7 @@ TEST(KernelRunsTest, CollectivesSplitByTypeAndOpClassSendsAndReceivesLast) {
   EXPECT_EQ(runs[3].ops[1].count, 20u);
 }
 
-TEST(SharedGpuTest, FindsARankOfTheSameHostOnTheSameDevice) {
+TEST(SharedGpuTest, FindsARankOfTheSameHostOnTheSameGpu) {
   ncclComm comm;
   comm.rank = 1;
   comm.nranks = 3;
@@ -291,6 +291,15 @@ TEST(SharedGpuTest, FindsARankOfTheSameHostOnTheSameDevice) {
   EXPECT_EQ(sharedGpuPeer(comm), -1) << "rank 2 uses device 1 of another host";
   comm.peers[0].cudaDev = 1;
   EXPECT_EQ(sharedGpuPeer(comm), 0);
+
+  // Where the PCI locations are known they decide: with CUDA_VISIBLE_DEVICES every
+  // process may call its own GPU device 0.
+  comm.peers[0].gpuBusId = 0x1b01;
+  comm.peers[1].gpuBusId = 0x2c01;
+  EXPECT_EQ(sharedGpuPeer(comm), -1) << "same device number, different GPUs";
+  comm.peers[0].cudaDev = 0;
+  comm.peers[0].gpuBusId = 0x2c01;
+  EXPECT_EQ(sharedGpuPeer(comm), 0) << "different device numbers, one GPU";
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The host side of the CUDA executor without a GPU: the fake driver (fake_cuda_driver.h)
 // says which buffers are device memory, and a stand-in executor (GpuLaunchHooks) records
-// the launches instead of running kernels. Checks which communicators become GPU
+// the staged launches instead of running kernels. Checks which communicators become GPU
 // communicators, what they refuse, and how a group's calls become kernel launches (one
 // per kernel run, in an order every rank agrees on, on the group's streams).
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/cuda_driver_api.h"
 #include "comm/comm.h"
+#include "core/cuda_driver_api.h"
 #include "fake_cuda_driver.h"
 #include "gpu/gpu_executor.h"
 #include "nccl.h"

@@ -205,11 +205,11 @@ double timeIterations(Run& run, int tid, std::vector<RankState>& ranks, const Pl
 }
 
 // The rank's input in its buffer, made on the host.
-void fillInputBuffer(const InputPattern& pattern, int rank, void* buffer, size_t count, size_t typeBytes) {
-  if (!deviceBuffers()) return fillInput(pattern, rank, buffer, count);
+void fillInputBuffer(const InputPattern& pattern, const RankState& r, void* buffer, size_t count, size_t typeBytes) {
+  if (!deviceBuffers()) return fillInput(pattern, r.rank, buffer, count);
   std::vector<char> host(count * typeBytes);
-  fillInput(pattern, rank, host.data(), count);
-  copyToBuffer(buffer, host.data(), host.size());
+  fillInput(pattern, r.rank, host.data(), count);
+  copyToBuffer(buffer, host.data(), host.size(), r.stream);
 }
 
 // Fresh inputs, poisoned outputs, one run, then every received element against the host's expectation.
@@ -218,8 +218,8 @@ int64_t checkOnce(Run& run, std::vector<RankState>& ranks, const Placement& at, 
   for (RankState& r : ranks) {
     size_t extent =
         at.inPlace ? std::max(c.recv + c.recvInplaceOffset * r.rank, c.send + c.sendInplaceOffset * r.rank) : c.recv;
-    fillBuffer(r.recv.get(), kPoisonByte, extent * at.typeBytes);
-    fillInputBuffer(pattern, r.rank, at.sendOf(r), c.send, at.typeBytes);
+    fillBuffer(r.recv.get(), kPoisonByte, extent * at.typeBytes, r.stream);
+    fillInputBuffer(pattern, r, at.sendOf(r), c.send, at.typeBytes);
   }
   launchGroup(run, ranks, at, pattern.type, 1);
   waitComplete(ranks);
@@ -227,7 +227,7 @@ int64_t checkOnce(Run& run, std::vector<RankState>& ranks, const Placement& at, 
   std::vector<char> received;
   for (RankState& r : ranks) {
     received.resize(c.recv * at.typeBytes);
-    copyFromBuffer(received.data(), at.recvOf(r), received.size());
+    copyFromBuffer(received.data(), at.recvOf(r), received.size(), r.stream);
     const char* got = received.data();
     for (size_t i = 0; i < c.recv; ++i) {
       ElementSource source = run.spec.source(i, r.rank, run.nranks, run.options.root, c.param);
@@ -260,7 +260,7 @@ void runSize(Run& run, int tid, std::vector<RankState>& ranks, size_t bytes, ncc
   for (bool inPlace : {false, true}) {
     Placement at{counts, inPlace, typeBytes};
     // Timing runs see valid inputs too (NaNs could make floating reductions slower).
-    for (RankState& r : ranks) fillInputBuffer(pattern, r.rank, at.sendOf(r), counts.send, typeBytes);
+    for (RankState& r : ranks) fillInputBuffer(pattern, r, at.sendOf(r), counts.send, typeBytes);
     double seconds = run.team.combineTimes(tid, timeIterations(run, tid, ranks, at, type), run.options.average);
     const bool check = run.options.check && (!inPlace || run.spec.checksInPlace);
     int64_t wrong = 0;
@@ -303,11 +303,11 @@ void clearOp(std::vector<RankState>& ranks) {
   }
 }
 
-void initComms(std::vector<RankState*>& ranks, int nranks, const ncclUniqueId& id) {
+void initComms(std::vector<RankState*>& ranks, int nranks, const ncclUniqueId& id, int perProcess) {
   PERF_NCCL(ncclGroupStart(), nullptr, -1);
   for (RankState* r : ranks) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    useDeviceOf(r->local);  // NCCL takes the current device
+    useDeviceOf(r->local, perProcess);  // NCCL takes the current device
     PERF_NCCL(ncclCommInitRankConfig(&r->comm, nranks, id, r->rank, &config), nullptr, r->rank);
   }
   PERF_NCCL(ncclGroupEnd(), nullptr, -1);
@@ -318,11 +318,11 @@ void threadMain(Run& run, int tid, std::vector<RankState>& ranks, const ncclUniq
   if (o.parallelInit) {
     std::vector<RankState*> mine;
     for (RankState& r : ranks) mine.push_back(&r);
-    initComms(mine, run.nranks, id);
+    initComms(mine, run.nranks, id, o.nThreads * o.nGpus);
   }
   for (RankState& r : ranks) {
     size_t bytes = std::max<size_t>(o.maxBytes, 64);
-    useDeviceOf(r.local);
+    useDeviceOf(r.local, o.nThreads * o.nGpus);
     r.stream = createStream();
     r.send.allocate(bytes, r.rank);
     r.recv.allocate(bytes, r.rank);
@@ -417,7 +417,7 @@ int perfMain(int argc, char** argv, const CollectiveSpec& spec) {
       allRanks.push_back(&threadRanks[t][g]);
     }
   // Without -p the main thread creates every local communicator in one group.
-  if (!options.parallelInit) initComms(allRanks, nranks, id);
+  if (!options.parallelInit) initComms(allRanks, nranks, id, perProc);
 
   Run run{spec, options, world, nranks, ThreadTeam(options.nThreads, world), world.procRank() == 0};
   {

@@ -47,11 +47,20 @@ bool deviceBuffers() {
 
 const char* memoryText() { return deviceBuffers() ? "[gpu] device memory" : "[cpu] host memory"; }
 
-void useDeviceOf(int localRank) {
+void useDeviceOf(int localRank, int perProcess) {
 #ifdef CHORUS_PERF_CUDA
-  if (deviceBuffers()) check(cudaSetDevice(localRank % gpuCount()), "cudaSetDevice");
+  if (!deviceBuffers()) return;
+  int process = 0;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
+    if (const char* value = std::getenv(name)) {
+      process = std::atoi(value);
+      break;
+    }
+  }
+  check(cudaSetDevice((process * perProcess + localRank) % gpuCount()), "cudaSetDevice");
 #else
   (void)localRank;
+  (void)perProcess;
 #endif
 }
 
@@ -82,24 +91,36 @@ void syncStream(cudaStream_t stream) {
 #endif
 }
 
-void copyToBuffer(void* buffer, const void* host, size_t bytes) {
+void copyToBuffer(void* buffer, const void* host, size_t bytes, cudaStream_t stream) {
 #ifdef CHORUS_PERF_CUDA
-  if (deviceBuffers()) return check(cudaMemcpy(buffer, host, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  if (deviceBuffers()) {
+    check(cudaMemcpyAsync(buffer, host, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
+    return syncStream(stream);
+  }
 #endif
+  (void)stream;
   std::memcpy(buffer, host, bytes);
 }
 
-void copyFromBuffer(void* host, const void* buffer, size_t bytes) {
+void copyFromBuffer(void* host, const void* buffer, size_t bytes, cudaStream_t stream) {
 #ifdef CHORUS_PERF_CUDA
-  if (deviceBuffers()) return check(cudaMemcpy(host, buffer, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  if (deviceBuffers()) {
+    check(cudaMemcpyAsync(host, buffer, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
+    return syncStream(stream);
+  }
 #endif
+  (void)stream;
   std::memcpy(host, buffer, bytes);
 }
 
-void fillBuffer(void* buffer, int byte, size_t bytes) {
+void fillBuffer(void* buffer, int byte, size_t bytes, cudaStream_t stream) {
 #ifdef CHORUS_PERF_CUDA
-  if (deviceBuffers()) return check(cudaMemset(buffer, byte, bytes), "cudaMemset");
+  if (deviceBuffers()) {
+    check(cudaMemsetAsync(buffer, byte, bytes, stream), "cudaMemsetAsync");
+    return syncStream(stream);
+  }
 #endif
+  (void)stream;
   std::memset(buffer, byte, bytes);
 }
 

@@ -15,18 +15,22 @@ bool deviceBuffers();
 // What the table header says about rank `localRank`'s memory ("[cpu] host memory", ...).
 const char* memoryText();
 
-// Makes the calling thread use local rank `localRank`'s GPU (local rank % GPUs), for its
-// ncclCommInitRank and ncclMemAlloc; nothing with host buffers.
-void useDeviceOf(int localRank);
+// Makes the calling thread use the GPU of this process's rank `localRank` (of `perProcess`),
+// for its ncclCommInitRank and ncclMemAlloc: as nccl-tests, GPU (node-local process index
+// × perProcess + localRank) % GPUs, the node-local index read from the launcher's
+// environment (Open MPI, MPICH, Slurm, torchrun), else 0. Nothing with host buffers.
+void useDeviceOf(int localRank, int perProcess);
 
 // The rank's stream (nullptr with host buffers), and waiting for what was enqueued on it.
 cudaStream_t createStream();
 void destroyStream(cudaStream_t stream);
 void syncStream(cudaStream_t stream);
 
-// Host <-> buffer copies and fills, whichever memory the buffers are.
-void copyToBuffer(void* buffer, const void* host, size_t bytes);
-void copyFromBuffer(void* host, const void* buffer, size_t bytes);
-void fillBuffer(void* buffer, int byte, size_t bytes);
+// Host <-> buffer copies and fills, whichever memory the buffers are, done when they
+// return. On the rank's own stream: the collectives run there, and a copy on the legacy
+// stream would not be ordered with them.
+void copyToBuffer(void* buffer, const void* host, size_t bytes, cudaStream_t stream);
+void copyFromBuffer(void* host, const void* buffer, size_t bytes, cudaStream_t stream);
+void fillBuffer(void* buffer, int byte, size_t bytes, cudaStream_t stream);
 
 }  // namespace chorus::perf

@@ -27,7 +27,7 @@ NetConnection::NetConnection(Net& net, const FifoLayout& layout, int peerRank, b
       nSlots_(static_cast<uint64_t>(layout.nSlots)),
       stride_(FifoEnd::proxiedStride(layout)),
       bytes_(FifoEnd::proxiedBytes(layout)) {
-  memory_ = std::aligned_alloc(kFifoPageBytes, roundUpToFifoPages(bytes_));
+  memory_ = std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(bytes_));
   if (memory_ == nullptr) return;
   memset(memory_, 0, sizeof(StepFifoControl));  // counters start at 0; slots need no clearing
   ctrl_ = static_cast<StepFifoControl*>(memory_);
