@@ -209,7 +209,7 @@ void fillInputBuffer(const InputPattern& pattern, const RankState& r, void* buff
   if (!deviceBuffers()) return fillInput(pattern, r.rank, buffer, count);
   std::vector<char> host(count * typeBytes);
   fillInput(pattern, r.rank, host.data(), count);
-  copyToBuffer(buffer, host.data(), host.size(), r.stream);
+  copyBytes(buffer, host.data(), host.size(), r.stream);
 }
 
 // Fresh inputs, poisoned outputs, one run, then every received element against the host's expectation.
@@ -227,7 +227,7 @@ int64_t checkOnce(Run& run, std::vector<RankState>& ranks, const Placement& at, 
   std::vector<char> received;
   for (RankState& r : ranks) {
     received.resize(c.recv * at.typeBytes);
-    copyFromBuffer(received.data(), at.recvOf(r), received.size(), r.stream);
+    copyBytes(received.data(), at.recvOf(r), received.size(), r.stream);
     const char* got = received.data();
     for (size_t i = 0; i < c.recv; ++i) {
       ElementSource source = run.spec.source(i, r.rank, run.nranks, run.options.root, c.param);

@@ -91,26 +91,15 @@ void syncStream(cudaStream_t stream) {
 #endif
 }
 
-void copyToBuffer(void* buffer, const void* host, size_t bytes, cudaStream_t stream) {
+void copyBytes(void* to, const void* from, size_t bytes, cudaStream_t stream) {
 #ifdef CHORUS_PERF_CUDA
-  if (deviceBuffers()) {
-    check(cudaMemcpyAsync(buffer, host, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
+  if (deviceBuffers()) {  // either direction: cudaMemcpyDefault tells from the addresses
+    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
     return syncStream(stream);
   }
 #endif
   (void)stream;
-  std::memcpy(buffer, host, bytes);
-}
-
-void copyFromBuffer(void* host, const void* buffer, size_t bytes, cudaStream_t stream) {
-#ifdef CHORUS_PERF_CUDA
-  if (deviceBuffers()) {
-    check(cudaMemcpyAsync(host, buffer, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
-    return syncStream(stream);
-  }
-#endif
-  (void)stream;
-  std::memcpy(host, buffer, bytes);
+  std::memcpy(to, from, bytes);
 }
 
 void fillBuffer(void* buffer, int byte, size_t bytes, cudaStream_t stream) {

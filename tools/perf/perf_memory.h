@@ -29,8 +29,7 @@ void syncStream(cudaStream_t stream);
 // Host <-> buffer copies and fills, whichever memory the buffers are, done when they
 // return. On the rank's own stream: the collectives run there, and a copy on the legacy
 // stream would not be ordered with them.
-void copyToBuffer(void* buffer, const void* host, size_t bytes, cudaStream_t stream);
-void copyFromBuffer(void* host, const void* buffer, size_t bytes, cudaStream_t stream);
+void copyBytes(void* to, const void* from, size_t bytes, cudaStream_t stream);
 void fillBuffer(void* buffer, int byte, size_t bytes, cudaStream_t stream);
 
 }  // namespace chorus::perf
