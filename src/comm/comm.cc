@@ -16,6 +16,7 @@ ncclComm::~ncclComm() {
   // Aborted: tell the peers now (and let NET connections close without draining), before
   // waiting for this rank's kernels, so that the peers' kernels stop waiting for them too.
   if (abortFlag.load() != 0) breakConnections();
+  gpuForQueries.store(nullptr);
   gpu.reset();  // waits for its kernels, which may still be using the connections
   magic = 0;
   chorus::unregisterComm(this);

@@ -109,6 +109,9 @@ struct ncclComm {
   // The CUDA executor's resources once a call ran on it; declared after the connections
   // so that it goes first (it unregisters their memory after its kernels have ended).
   std::unique_ptr<chorus::GpuComm> gpu;
+  // The same, published for ncclCommGetAsyncError, which other threads may call while
+  // this one sets the communicator up (PyTorch's watchdog does).
+  std::atomic<chorus::GpuComm*> gpuForQueries{nullptr};
 
   ncclComm();
   ~ncclComm();

@@ -268,8 +268,7 @@ ncclResult_t CudaComm::asyncError(const ncclComm& comm) {
   const KernelStatus* s = statusHost_;
   const int code = *reinterpret_cast<const volatile int*>(&s->code);
   if (code == 0) return ncclSuccess;
-  if (!reported_) {
-    reported_ = true;
+  if (!reported_.exchange(true)) {
     std::atomic_thread_fence(std::memory_order_acquire);
     WARN("CUDA executor: rank %d: a kernel failed in block %d (peer %d): %.*s (got %ld, expected %ld)", comm.rank,
          s->block, s->peer, static_cast<int>(sizeof(s->what)), s->what, s->got, s->expected);

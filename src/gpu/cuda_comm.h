@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <vector>
 
@@ -80,7 +81,7 @@ class CudaComm final : public GpuComm {
   // they share the FIFOs and the GPU's step counters.
   cudaEvent_t lastKernel_ = nullptr;
   bool lastKernelRecorded_ = false;
-  bool reported_ = false;
+  std::atomic<bool> reported_{false};  // asyncError may be called from any thread
   bool warnedLegacyStream_ = false;
 };
 

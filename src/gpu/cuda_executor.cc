@@ -46,6 +46,7 @@ ncclResult_t backendEnqueue(ncclComm* comm, const std::vector<Lane*>& lanes, ncc
     CudaComm* created = nullptr;
     CHORUS_CHECK(CudaComm::create(*comm, sharedGpuPeer(*comm) >= 0, &created));
     comm->gpu.reset(created);
+    comm->gpuForQueries.store(created, std::memory_order_release);
   }
   return static_cast<CudaComm*>(comm->gpu.get())->stage(comm, lanes, dtype, kind, streams);
 }
@@ -69,12 +70,13 @@ uint64_t gpuBusIdOf(int device) {
 }
 
 ncclResult_t gpuAsyncError(ncclComm* comm) {
-  if (!comm->gpu) return ncclSuccess;
-  return static_cast<CudaComm*>(comm->gpu.get())->asyncError(*comm);
+  GpuComm* gpu = comm->gpuForQueries.load(std::memory_order_acquire);
+  return gpu ? static_cast<CudaComm*>(gpu)->asyncError(*comm) : ncclSuccess;
 }
 
 void gpuAbort(ncclComm* comm) {
-  if (comm->gpu) static_cast<CudaComm*>(comm->gpu.get())->abort();
+  // From any thread: a watchdog aborts while the owner may be inside a call.
+  if (GpuComm* gpu = comm->gpuForQueries.load(std::memory_order_acquire)) static_cast<CudaComm*>(gpu)->abort();
 }
 
 bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result) {
