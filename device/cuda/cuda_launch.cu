@@ -19,19 +19,23 @@ const void* kernelFor(ncclDataType_t dtype, RedKind kind) {
   return nullptr;
 }
 
-ncclResult_t cudaWarn(const char* call, cudaError_t err) {
-  WARN("CUDA executor: %s failed: %s (%s)", call, cudaGetErrorName(err), cudaGetErrorString(err));
+}  // namespace
+
+ncclResult_t warnCudaFailure(const char* call, cudaError_t err, int rank) {
+  if (rank >= 0) {
+    WARN("CUDA executor: rank %d: %s failed: %s (%s)", rank, call, cudaGetErrorName(err), cudaGetErrorString(err));
+  } else {
+    WARN("CUDA executor: %s failed: %s (%s)", call, cudaGetErrorName(err), cudaGetErrorString(err));
+  }
   return ncclUnhandledCudaError;
 }
-
-}  // namespace
 
 ncclResult_t prepareCollectiveKernels() {
   static std::mutex mutex;
   static std::set<int> prepared;  // devices
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return cudaWarn("cudaGetDevice", err);
+  if (err != cudaSuccess) return warnCudaFailure("cudaGetDevice", err);
   std::lock_guard<std::mutex> lock(mutex);
   if (prepared.count(device)) return ncclSuccess;
   size_t stack = 0;
@@ -41,7 +45,7 @@ ncclResult_t prepareCollectiveKernels() {
       if (kernel == nullptr) continue;
       cudaFuncAttributes attrs{};
       err = cudaFuncGetAttributes(&attrs, kernel);  // loads it (CUDA loads kernels lazily)
-      if (err != cudaSuccess) return cudaWarn("cudaFuncGetAttributes", err);
+      if (err != cudaSuccess) return warnCudaFailure("cudaFuncGetAttributes", err);
       if (attrs.maxThreadsPerBlock < kCudaThreadsPerLane) {
         WARN("CUDA executor: the kernel for data type %d can run %d threads per block, fewer than %d (%d registers)", t,
              attrs.maxThreadsPerBlock, kCudaThreadsPerLane, attrs.numRegs);
@@ -52,10 +56,10 @@ ncclResult_t prepareCollectiveKernels() {
   }
   size_t limit = 0;
   err = cudaDeviceGetLimit(&limit, cudaLimitStackSize);
-  if (err != cudaSuccess) return cudaWarn("cudaDeviceGetLimit", err);
+  if (err != cudaSuccess) return warnCudaFailure("cudaDeviceGetLimit", err);
   if (stack > limit) {
     err = cudaDeviceSetLimit(cudaLimitStackSize, stack);
-    if (err != cudaSuccess) return cudaWarn("cudaDeviceSetLimit(cudaLimitStackSize)", err);
+    if (err != cudaSuccess) return warnCudaFailure("cudaDeviceSetLimit(cudaLimitStackSize)", err);
   }
   prepared.insert(device);
   return ncclSuccess;

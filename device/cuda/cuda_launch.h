@@ -10,6 +10,10 @@
 
 namespace chorus {
 
+// A failed CUDA call, as every CUDA executor error reports it: a WARN naming the call, the
+// rank (when >= 0) and the CUDA error; returns ncclUnhandledCudaError.
+ncclResult_t warnCudaFailure(const char* call, cudaError_t err, int rank = -1);
+
 // Loads every collective kernel on the current device and raises the device's stack limit
 // to what they need, once per device per process, so that no later launch loads a kernel
 // or grows the stack (both may wait for the kernels already running, which may be waiting

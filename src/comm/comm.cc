@@ -34,6 +34,7 @@ void ncclComm::breakConnections() {
 }
 
 void ncclComm::refreshView() {
+  ++viewVersion;
   channelViews.resize(channels.size());
   auto endOf = [](chorus::Connection& c) { return c.connected() ? &c.end : nullptr; };
   for (size_t c = 0; c < channels.size(); ++c) {

@@ -93,6 +93,7 @@ struct ncclComm {
   std::vector<chorus::FifoEnd*> p2pSendEnds;
   std::vector<chorus::FifoEnd*> p2pRecvEnds;
   chorus::CommView view;
+  uint64_t viewVersion = 0;  // counts refreshView calls: a GPU copy of the view is current while it matches
 
   std::unique_ptr<chorus::Tuner> tuner;  // picks algorithm and protocol per call
 

@@ -30,6 +30,7 @@ class ImageWriter {
     return reinterpret_cast<T*>(base_ + offset);
   }
   std::vector<std::byte> take() { return std::move(bytes_); }
+  size_t size() const { return bytes_.size(); }
 
  private:
   uintptr_t base_;
@@ -144,18 +145,27 @@ ncclResult_t buildCommImage(const ncclComm& comm, uintptr_t base, const FifoAddr
   return ncclSuccess;
 }
 
+// Reserves a launch image's parts in `w`: its KernelLanes, then all the lanes' items.
+struct LaunchLayout {
+  size_t lanesAt;
+  size_t itemsAt;
+};
+LaunchLayout reserveLaunchImage(const std::vector<Lane*>& lanes, ImageWriter* w) {
+  size_t nItems = 0;
+  for (const Lane* lane : lanes) nItems += lane->items.size();
+  const size_t lanesAt = w->reserve<KernelLane>(lanes.size());
+  return LaunchLayout{lanesAt, w->reserve<WorkItem>(nItems)};
+}
+
 size_t launchImageBytes(const std::vector<Lane*>& lanes) {
-  LaunchImage image;
-  buildLaunchImage(lanes, 0, &image);
-  return image.bytes.size();
+  ImageWriter sizing(0);
+  reserveLaunchImage(lanes, &sizing);
+  return sizing.size();
 }
 
 void buildLaunchImage(const std::vector<Lane*>& lanes, uintptr_t base, LaunchImage* out) {
-  size_t nItems = 0;
-  for (const Lane* lane : lanes) nItems += lane->items.size();
   ImageWriter w(base);
-  const size_t lanesAt = w.reserve<KernelLane>(lanes.size());
-  const size_t itemsAt = w.reserve<WorkItem>(nItems);
+  const auto [lanesAt, itemsAt] = reserveLaunchImage(lanes, &w);
   size_t next = 0;
   for (size_t l = 0; l < lanes.size(); ++l) {
     const std::vector<WorkItem>& items = lanes[l]->items;

@@ -40,14 +40,10 @@ class RelaxedCapture {
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
-ncclResult_t cudaFailed(const char* call, cudaError_t err, int rank) {
-  WARN("CUDA executor: rank %d: %s failed: %s (%s)", rank, call, cudaGetErrorName(err), cudaGetErrorString(err));
-  return ncclUnhandledCudaError;
-}
-#define CHORUS_CUDA(call, rank)                                      \
-  do {                                                               \
-    cudaError_t err_ = (call);                                       \
-    if (err_ != cudaSuccess) return cudaFailed(#call, err_, (rank)); \
+#define CHORUS_CUDA(call, rank)                                           \
+  do {                                                                    \
+    cudaError_t err_ = (call);                                            \
+    if (err_ != cudaSuccess) return warnCudaFailure(#call, err_, (rank)); \
   } while (0)
 
 template <typename T>
@@ -115,6 +111,7 @@ CudaComm::~CudaComm() {
 // date: whole at first, afterwards only the bytes that changed (newly connected peers),
 // so the GPU's copies of the other ends keep their step counters.
 ncclResult_t CudaComm::syncImage(ncclComm* comm) {
+  if (!uploaded_.empty() && uploadedVersion_ == comm->viewVersion) return ncclSuccess;  // no connection changed
   ncclResult_t result = ncclSuccess;
   comm->forEachConnection([&](Connection& c) {
     if (!c.connected() || result != ncclSuccess) return;
@@ -155,6 +152,7 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
   }
   if (!ranges.empty()) CHORUS_CUDA(cudaStreamSynchronize(copyStream_), comm->rank);
   uploaded_ = std::move(image.bytes);
+  uploadedVersion_ = comm->viewVersion;
   view_ = image.view;
   return ncclSuccess;
 }
@@ -236,7 +234,7 @@ ncclResult_t CudaComm::launch(const ncclComm& comm, const Staged& s) {
   ncclResult_t result = ncclSuccess;
   if (!capturing && lastKernelRecorded_) {
     const cudaError_t err = cudaStreamWaitEvent(stream, lastKernel_, 0);
-    if (err != cudaSuccess) result = cudaFailed("cudaStreamWaitEvent", err, rank);
+    if (err != cudaSuccess) result = warnCudaFailure("cudaStreamWaitEvent", err, rank);
   }
   for (size_t i = 1; i < s.streams.size() && result == ncclSuccess; ++i) result = order(s.streams[i], stream);
   KernelArgs args;
@@ -255,7 +253,7 @@ ncclResult_t CudaComm::launch(const ncclComm& comm, const Staged& s) {
       // At once: the staging must not look free while this kernel may read it.
       cudaError_t err = cudaEventRecord(staging.done, stream);
       if (err == cudaSuccess) err = cudaEventRecord(lastKernel_, stream);
-      if (err != cudaSuccess) result = cudaFailed("cudaEventRecord", err, rank);
+      if (err != cudaSuccess) result = warnCudaFailure("cudaEventRecord", err, rank);
       lastKernelRecorded_ = err == cudaSuccess;
     }
   }

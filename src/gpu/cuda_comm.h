@@ -65,6 +65,7 @@ class CudaComm final : public GpuComm {
   cudaStream_t copyStream_ = nullptr;
   void* image_ = nullptr;  // device memory
   std::vector<std::byte> uploaded_;
+  uint64_t uploadedVersion_ = 0;  // the communicator's viewVersion that uploaded_ shows
   CommView view_{};
   KernelStatus* statusHost_ = nullptr;
   KernelStatus* statusDevice_ = nullptr;
