@@ -6,9 +6,9 @@
 
 #include "core/debug.h"
 #include "core/env.h"
-#include "net/net_choice.h"
-#include "net/net_connection.h"
-#include "transport.h"
+#include "transport/net/net_choice.h"
+#include "transport/net/net_connection.h"
+#include "transport/transport.h"
 
 namespace chorus {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/debug.h"
-#include "transport.h"
+#include "transport/transport.h"
 
 namespace chorus {
 namespace {

@@ -1,6 +1,6 @@
 #include "core/debug.h"
 #include "core/env.h"
-#include "transport.h"
+#include "transport/transport.h"
 
 namespace chorus {
 

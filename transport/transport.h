@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "common/step_fifo.h"
+#include "device/common/step_fifo.h"
 #include "nccl.h"
 
 namespace chorus {

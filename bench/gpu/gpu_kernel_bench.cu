@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "common/reduce_ops.h"
-#include "common/team_ops.h"
+#include "device/common/reduce_ops.h"
+#include "device/common/team_ops.h"
 #include "device_ranks.h"
 #include "work_item_fixture.h"
 

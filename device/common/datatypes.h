@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "nccl.h"
-#include "platform.h"
+#include "device/common/platform.h"
 
 namespace chorus {
 

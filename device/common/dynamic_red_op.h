@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "common/platform.h"
-#include "common/reduce_ops.h"
+#include "device/common/platform.h"
+#include "device/common/reduce_ops.h"
 
 namespace chorus {
 

@@ -4,11 +4,11 @@
 // DynamicRedOp<T>; the protocol, algorithm and collective are chosen per item.
 #pragma once
 
-#include "common/dynamic_red_op.h"
-#include "common/ll128_primitives.h"
-#include "common/ll_primitives.h"
-#include "common/programs.h"
-#include "common/simple_primitives.h"
+#include "device/common/dynamic_red_op.h"
+#include "device/common/ll128_primitives.h"
+#include "device/common/ll_primitives.h"
+#include "device/common/programs.h"
+#include "device/common/simple_primitives.h"
 
 namespace chorus {
 namespace programs {

@@ -21,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/ll_primitives.h"
+#include "device/common/ll_primitives.h"
 
 namespace chorus {
 

@@ -60,10 +60,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/platform.h"
-#include "common/reduce_ops.h"
-#include "common/step_fifo.h"
-#include "common/team_ops.h"
+#include "device/common/platform.h"
+#include "device/common/reduce_ops.h"
+#include "device/common/step_fifo.h"
+#include "device/common/team_ops.h"
 
 namespace chorus {
 

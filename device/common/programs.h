@@ -5,10 +5,10 @@
 
 #include <cstddef>
 
-#include "common/platform.h"
-#include "common/ring_algorithms.h"
-#include "common/tree_algorithms.h"
-#include "common/work.h"
+#include "device/common/platform.h"
+#include "device/common/ring_algorithms.h"
+#include "device/common/tree_algorithms.h"
+#include "device/common/work.h"
 
 namespace chorus {
 

@@ -25,8 +25,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "datatypes.h"
-#include "platform.h"
+#include "device/common/datatypes.h"
+#include "device/common/platform.h"
 
 namespace chorus {
 

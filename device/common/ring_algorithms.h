@@ -10,8 +10,8 @@
 
 #include <cstddef>
 
-#include "common/platform.h"
-#include "common/simple_primitives.h"
+#include "device/common/platform.h"
+#include "device/common/simple_primitives.h"
 
 namespace chorus {
 

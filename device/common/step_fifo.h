@@ -28,7 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/platform.h"
+#include "device/common/platform.h"
 
 namespace chorus {
 

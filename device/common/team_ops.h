@@ -16,9 +16,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/dynamic_red_op.h"
-#include "common/platform.h"
-#include "common/reduce_ops.h"
+#include "device/common/dynamic_red_op.h"
+#include "device/common/platform.h"
+#include "device/common/reduce_ops.h"
 
 namespace chorus {
 

@@ -9,8 +9,8 @@
 
 #include <cstddef>
 
-#include "common/platform.h"
-#include "common/ring_algorithms.h"
+#include "device/common/platform.h"
+#include "device/common/ring_algorithms.h"
 
 namespace chorus {
 

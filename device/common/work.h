@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/reduce_ops.h"
-#include "common/ring_algorithms.h"
-#include "common/step_fifo.h"
+#include "device/common/reduce_ops.h"
+#include "device/common/ring_algorithms.h"
+#include "device/common/step_fifo.h"
 #include "nccl.h"
 
 namespace chorus {

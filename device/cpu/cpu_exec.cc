@@ -1,4 +1,4 @@
-#include "cpu/cpu_exec.h"
+#include "device/cpu/cpu_exec.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 
 #include "core/debug.h"
-#include "cpu/fiber_scheduler.h"
+#include "device/cpu/fiber_scheduler.h"
 
 namespace chorus {
 namespace {

@@ -14,7 +14,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "common/step_fifo.h"
+#include "device/common/step_fifo.h"
 #include "nccl.h"
 
 namespace chorus {

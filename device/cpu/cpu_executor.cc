@@ -1,8 +1,8 @@
-#include "cpu/cpu_executor.h"
+#include "device/cpu/cpu_executor.h"
 
 #include "core/debug.h"
-#include "cpu/cpu_programs.h"
-#include "cpu/fiber_scheduler.h"
+#include "device/cpu/cpu_programs.h"
+#include "device/cpu/fiber_scheduler.h"
 
 namespace chorus {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "common/work.h"
-#include "cpu/cpu_exec.h"
+#include "device/common/work.h"
+#include "device/cpu/cpu_exec.h"
 
 namespace chorus {
 

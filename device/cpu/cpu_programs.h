@@ -3,11 +3,11 @@
 // cpu_programs_<protocol>.cc, to keep compile times parallel and short.
 #pragma once
 
-#include "common/datatypes.h"
-#include "common/programs.h"
-#include "common/work.h"
+#include "device/common/datatypes.h"
+#include "device/common/programs.h"
+#include "device/common/work.h"
 #include "core/debug.h"
-#include "cpu/cpu_exec.h"
+#include "device/cpu/cpu_exec.h"
 
 namespace chorus {
 

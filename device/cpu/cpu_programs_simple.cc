@@ -1,5 +1,5 @@
-#include "common/simple_primitives.h"
-#include "cpu/cpu_programs.h"
+#include "device/common/simple_primitives.h"
+#include "device/cpu/cpu_programs.h"
 
 namespace chorus {
 

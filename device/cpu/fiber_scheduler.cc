@@ -1,4 +1,4 @@
-#include "cpu/fiber_scheduler.h"
+#include "device/cpu/fiber_scheduler.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -5,9 +5,9 @@
 // two kernels per type serve every collective, algorithm, protocol and op.
 #pragma once
 
-#include "common/lane_program.h"
-#include "cuda/cuda_exec.h"
-#include "cuda/kernel_args.h"
+#include "device/common/lane_program.h"
+#include "device/cuda/cuda_exec.h"
+#include "device/cuda/kernel_args.h"
 
 namespace chorus {
 

@@ -11,8 +11,8 @@
 
 #include <cstdint>
 
-#include "common/step_fifo.h"
-#include "cuda/kernel_args.h"
+#include "device/common/step_fifo.h"
+#include "device/cuda/kernel_args.h"
 
 namespace chorus {
 

@@ -3,10 +3,10 @@
 #include <set>
 #include <type_traits>
 
-#include "common/datatypes.h"
+#include "device/common/datatypes.h"
 #include "core/debug.h"
-#include "cuda/cuda_launch.h"
-#include "cuda/kernel_table.h"
+#include "device/cuda/cuda_launch.h"
+#include "device/cuda/kernel_table.h"
 
 namespace chorus {
 namespace {

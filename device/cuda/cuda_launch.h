@@ -4,8 +4,8 @@
 
 #include <cuda_runtime.h>
 
-#include "common/reduce_ops.h"
-#include "cuda/kernel_args.h"
+#include "device/common/reduce_ops.h"
+#include "device/cuda/kernel_args.h"
 #include "nccl.h"
 
 namespace chorus {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "common/work.h"
+#include "device/common/work.h"
 
 namespace chorus {
 

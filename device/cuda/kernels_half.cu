@@ -1,6 +1,6 @@
 // The 16-bit floating types' kernels (kernel_table.h).
-#include "cuda/collective_kernel.cuh"
-#include "cuda/kernel_table.h"
+#include "device/cuda/collective_kernel.cuh"
+#include "device/cuda/kernel_table.h"
 
 namespace chorus {
 

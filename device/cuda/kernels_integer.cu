@@ -1,8 +1,8 @@
 // The integer types' kernels (kernel_table.h).
 #include <cstdint>
 
-#include "cuda/collective_kernel.cuh"
-#include "cuda/kernel_table.h"
+#include "device/cuda/collective_kernel.cuh"
+#include "device/cuda/kernel_table.h"
 
 namespace chorus {
 

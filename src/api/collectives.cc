@@ -1,11 +1,11 @@
 // Collective and point-to-point entry points: validate, record, and (outside a
 // group) run. AlltoAll, Gather and Scatter are grouped sends and receives, as in NCCL.
-#include "api/export.h"
-#include "api/validate.h"
-#include "common/datatypes.h"
+#include "src/api/export.h"
+#include "src/api/validate.h"
+#include "device/common/datatypes.h"
 #include "core/debug.h"
-#include "enqueue/executor_choice.h"
-#include "group/group.h"
+#include "src/enqueue/executor_choice.h"
+#include "src/group/group.h"
 
 using namespace chorus;
 

@@ -5,12 +5,12 @@
 #include <set>
 #include <thread>
 
-#include "api/export.h"
-#include "api/validate.h"
-#include "bootstrap/bootstrap.h"
+#include "src/api/export.h"
+#include "src/api/validate.h"
+#include "src/bootstrap/bootstrap.h"
 #include "core/debug.h"
 #include "core/env.h"
-#include "group/group.h"
+#include "src/group/group.h"
 
 using namespace chorus;
 

@@ -4,9 +4,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "api/export.h"
-#include "api/validate.h"
-#include "common/datatypes.h"
+#include "src/api/export.h"
+#include "src/api/validate.h"
+#include "device/common/datatypes.h"
 #include "core/debug.h"
 
 using namespace chorus;

@@ -1,8 +1,8 @@
 // Entry points of NCCL 2.28 that Chorus does not implement yet. Each returns an
 // error (or an empty value where the signature has no ncclResult_t) with a WARN
 // naming it, never a silent success. README lists them.
-#include "api/export.h"
-#include "api/validate.h"
+#include "src/api/export.h"
+#include "src/api/validate.h"
 #include "core/debug.h"
 
 using namespace chorus;

@@ -1,9 +1,9 @@
-#include "api/validate.h"
+#include "src/api/validate.h"
 
 #include <cstdint>
 #include <cstdio>
 
-#include "common/datatypes.h"
+#include "device/common/datatypes.h"
 #include "core/debug.h"
 
 namespace chorus {

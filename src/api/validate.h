@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 #include "nccl.h"
 
 namespace chorus {

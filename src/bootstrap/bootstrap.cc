@@ -1,6 +1,6 @@
 // Unique ids and Bootstrap::create: where the root lives, and which interface a rank
 // listens on.
-#include "bootstrap/bootstrap.h"
+#include "src/bootstrap/bootstrap.h"
 
 #include <sys/random.h>
 
@@ -9,10 +9,10 @@
 #include <cstring>
 #include <string>
 
-#include "bootstrap/bootstrap_ring.h"
-#include "bootstrap/bootstrap_root.h"
-#include "bootstrap/bootstrap_wire.h"
-#include "bootstrap/interfaces.h"
+#include "src/bootstrap/bootstrap_ring.h"
+#include "src/bootstrap/bootstrap_root.h"
+#include "src/bootstrap/bootstrap_wire.h"
+#include "core/interfaces.h"
 #include "core/debug.h"
 #include "core/env.h"
 

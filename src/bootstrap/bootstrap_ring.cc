@@ -1,4 +1,4 @@
-#include "bootstrap/bootstrap_ring.h"
+#include "src/bootstrap/bootstrap_ring.h"
 
 #include <poll.h>
 

@@ -1,4 +1,4 @@
-#include "bootstrap/bootstrap_root.h"
+#include "src/bootstrap/bootstrap_root.h"
 
 #include <poll.h>
 
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap_wire.h"
+#include "src/bootstrap/bootstrap_wire.h"
 #include "core/debug.h"
 
 namespace chorus {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 #include "nccl.h"
 
 namespace chorus {

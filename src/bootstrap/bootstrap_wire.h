@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 #include "nccl.h"
 
 namespace chorus {

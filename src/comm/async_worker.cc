@@ -1,4 +1,4 @@
-#include "comm/async_worker.h"
+#include "src/comm/async_worker.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "core/env.h"
-#include "enqueue/plan.h"
+#include "src/enqueue/plan.h"
 
 ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::registerComm(this); }
 

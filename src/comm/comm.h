@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.h"
-#include "comm/async_worker.h"
-#include "comm/trees.h"
-#include "common/work.h"
-#include "cpu/cpu_exec.h"
-#include "enqueue/op.h"
-#include "gpu/gpu_executor.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/comm/async_worker.h"
+#include "src/comm/trees.h"
+#include "device/common/work.h"
+#include "device/cpu/cpu_exec.h"
+#include "src/enqueue/op.h"
+#include "src/gpu/gpu_executor.h"
 #include "nccl.h"
-#include "transport.h"
-#include "tune/tuner.h"
+#include "transport/transport.h"
+#include "src/tune/tuner.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "comm/connect.h"
+#include "src/comm/connect.h"
 
 #include "core/debug.h"
 

@@ -4,7 +4,7 @@
 // its peer's handle, so ranks that connect to each other never wait on one another.
 #pragma once
 
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 
 namespace chorus {
 

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <set>
 
-#include "comm/comm.h"
-#include "comm/connect.h"
+#include "src/comm/comm.h"
+#include "src/comm/connect.h"
 #include "core/debug.h"
 #include "core/env.h"
-#include "topo/topo_init.h"
+#include "src/topo/topo_init.h"
 
 namespace chorus {
 namespace {

@@ -1,7 +1,7 @@
 #include <set>
 
-#include "comm/comm.h"
-#include "comm/connect.h"
+#include "src/comm/comm.h"
+#include "src/comm/connect.h"
 #include "core/debug.h"
 
 namespace chorus {

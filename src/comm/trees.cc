@@ -1,4 +1,4 @@
-#include "comm/trees.h"
+#include "src/comm/trees.h"
 
 namespace chorus {
 namespace {

@@ -1,4 +1,4 @@
-#include "enqueue/device_image.h"
+#include "src/enqueue/device_image.h"
 
 #include <algorithm>
 #include <cstring>

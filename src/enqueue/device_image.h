@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "comm/comm.h"
-#include "cpu/cpu_executor.h"
-#include "cuda/kernel_args.h"
+#include "src/comm/comm.h"
+#include "device/cpu/cpu_executor.h"
+#include "device/cuda/kernel_args.h"
 
 namespace chorus {
 

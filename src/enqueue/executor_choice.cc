@@ -1,4 +1,4 @@
-#include "enqueue/executor_choice.h"
+#include "src/enqueue/executor_choice.h"
 
 #include <cstdio>
 #include <string>

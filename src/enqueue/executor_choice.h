@@ -4,7 +4,7 @@
 // cannot move between the two.
 #pragma once
 
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 
 namespace chorus {
 

@@ -1,11 +1,11 @@
-#include "enqueue/gpu_enqueue.h"
+#include "src/enqueue/gpu_enqueue.h"
 
 #include <algorithm>
 
-#include "common/datatypes.h"
+#include "device/common/datatypes.h"
 #include "core/debug.h"
-#include "enqueue/plan.h"
-#include "gpu/gpu_executor.h"
+#include "src/enqueue/plan.h"
+#include "src/gpu/gpu_executor.h"
 
 namespace chorus {
 namespace {

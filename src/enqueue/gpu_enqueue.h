@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "comm/comm.h"
-#include "enqueue/op.h"
+#include "src/comm/comm.h"
+#include "src/enqueue/op.h"
 
 namespace chorus {
 

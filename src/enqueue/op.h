@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "common/work.h"
+#include "device/common/work.h"
 #include "nccl.h"
 
 namespace chorus {

@@ -1,9 +1,9 @@
-#include "enqueue/plan.h"
+#include "src/enqueue/plan.h"
 
 #include <cstring>
 #include <map>
 
-#include "common/datatypes.h"
+#include "device/common/datatypes.h"
 #include "core/debug.h"
 
 namespace chorus {

@@ -4,8 +4,8 @@
 #include <map>
 #include <vector>
 
-#include "comm/comm.h"
-#include "cpu/cpu_executor.h"
+#include "src/comm/comm.h"
+#include "device/cpu/cpu_executor.h"
 
 namespace chorus {
 

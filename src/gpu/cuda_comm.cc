@@ -1,4 +1,4 @@
-#include "gpu/cuda_comm.h"
+#include "src/gpu/cuda_comm.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "core/debug.h"
-#include "cuda/cuda_launch.h"
-#include "enqueue/device_image.h"
-#include "gpu/host_registry.h"
+#include "device/cuda/cuda_launch.h"
+#include "src/enqueue/device_image.h"
+#include "src/gpu/host_registry.h"
 
 namespace chorus {
 namespace {

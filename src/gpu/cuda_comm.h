@@ -16,9 +16,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "comm/comm.h"
-#include "cuda/kernel_args.h"
-#include "gpu/gpu_executor.h"
+#include "src/comm/comm.h"
+#include "device/cuda/kernel_args.h"
+#include "src/gpu/gpu_executor.h"
 
 namespace chorus {
 

@@ -5,11 +5,11 @@
 
 #include <mutex>
 
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 #include "core/debug.h"
-#include "enqueue/executor_choice.h"
-#include "gpu/cuda_comm.h"
-#include "gpu/gpu_backend.h"
+#include "src/enqueue/executor_choice.h"
+#include "src/gpu/cuda_comm.h"
+#include "src/gpu/gpu_backend.h"
 
 namespace chorus {
 

@@ -2,7 +2,7 @@
 // points (gpu_hooks.cc): cuda_executor.cc, or no_cuda_executor.cc without nvcc.
 #pragma once
 
-#include "gpu/gpu_executor.h"
+#include "src/gpu/gpu_executor.h"
 
 namespace chorus {
 

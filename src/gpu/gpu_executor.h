@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "common/reduce_ops.h"
-#include "cpu/cpu_executor.h"
+#include "device/common/reduce_ops.h"
+#include "device/cpu/cpu_executor.h"
 #include "nccl.h"
 
 struct ncclComm;

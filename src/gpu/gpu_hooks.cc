@@ -1,6 +1,6 @@
 #include <atomic>
 
-#include "gpu/gpu_backend.h"
+#include "src/gpu/gpu_backend.h"
 
 namespace chorus {
 namespace {

@@ -1,4 +1,4 @@
-#include "gpu/host_registry.h"
+#include "src/gpu/host_registry.h"
 
 namespace chorus {
 

@@ -1,6 +1,6 @@
 // gpu_executor.h for builds without nvcc: the CUDA executor is absent and says so.
 #include "core/debug.h"
-#include "gpu/gpu_backend.h"
+#include "src/gpu/gpu_backend.h"
 
 namespace chorus {
 

@@ -1,12 +1,12 @@
-#include "group/group.h"
+#include "src/group/group.h"
 
 #include <algorithm>
 #include <thread>
 
 #include "core/debug.h"
-#include "enqueue/gpu_enqueue.h"
-#include "enqueue/plan.h"
-#include "tune/tuner.h"
+#include "src/enqueue/gpu_enqueue.h"
+#include "src/enqueue/plan.h"
+#include "src/tune/tuner.h"
 
 namespace chorus {
 namespace {

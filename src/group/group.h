@@ -10,8 +10,8 @@
 
 #include <functional>
 
-#include "comm/comm.h"
-#include "enqueue/op.h"
+#include "src/comm/comm.h"
+#include "src/enqueue/op.h"
 
 namespace chorus {
 

@@ -1,9 +1,9 @@
-#include "topo/detect.h"
+#include "src/topo/detect.h"
 
 #include "core/debug.h"
-#include "topo/detect_cpu.h"
-#include "topo/detect_ib.h"
-#include "topo/nvml_api.h"
+#include "src/topo/detect_cpu.h"
+#include "src/topo/detect_ib.h"
+#include "src/topo/nvml_api.h"
 
 namespace chorus::topo {
 

@@ -1,4 +1,4 @@
-#include "topo/detect_cpu.h"
+#include "src/topo/detect_cpu.h"
 
 #include <sys/utsname.h>
 
@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "core/debug.h"
-#include "topo/hwloc_api.h"
+#include "src/topo/hwloc_api.h"
 
 namespace chorus::topo {
 

@@ -1,4 +1,4 @@
-#include "topo/detect_ib.h"
+#include "src/topo/detect_ib.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "core/debug.h"
-#include "topo/detect_cpu.h"
+#include "src/topo/detect_cpu.h"
 
 namespace chorus::topo {
 

@@ -1,4 +1,4 @@
-#include "topo/hwloc_api.h"
+#include "src/topo/hwloc_api.h"
 
 #if CHORUS_HAVE_HWLOC
 

@@ -1,4 +1,4 @@
-#include "topo/nvml_api.h"
+#include "src/topo/nvml_api.h"
 
 #include <cstdio>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "core/debug.h"
 #include "core/shared_library.h"
-#include "topo/detect_cpu.h"
+#include "src/topo/detect_cpu.h"
 
 namespace chorus::topo {
 

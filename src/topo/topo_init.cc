@@ -1,4 +1,4 @@
-#include "topo/topo_init.h"
+#include "src/topo/topo_init.h"
 
 #include <mutex>
 #include <optional>
@@ -6,10 +6,10 @@
 
 #include "core/debug.h"
 #include "core/env.h"
-#include "topo/detect.h"
-#include "topo/topo_search.h"
-#include "topo/topo_system.h"
-#include "topo/topo_xml.h"
+#include "src/topo/detect.h"
+#include "src/topo/topo_search.h"
+#include "src/topo/topo_system.h"
+#include "src/topo/topo_xml.h"
 
 namespace chorus::topo {
 

@@ -1,4 +1,4 @@
-#include "topo/topo_search.h"
+#include "src/topo/topo_search.h"
 
 #include <algorithm>
 #include <cstdio>

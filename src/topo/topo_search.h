@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "topo/topo_system.h"
+#include "src/topo/topo_system.h"
 
 namespace chorus::topo {
 

@@ -1,4 +1,4 @@
-#include "topo/topo_system.h"
+#include "src/topo/topo_system.h"
 
 #include <algorithm>
 #include <cctype>

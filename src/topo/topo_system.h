@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "topo/topo_xml.h"
+#include "src/topo/topo_xml.h"
 
 namespace chorus::topo {
 

@@ -1,6 +1,6 @@
 // NCCL's topology XML: a small parser for the subset NCCL writes and reads, the writer
 // laid out as NCCL's ncclTopoDumpXmlRec lays it out, and file load/dump.
-#include "topo/topo_xml.h"
+#include "src/topo/topo_xml.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "tune/setting_list.h"
+#include "src/tune/setting_list.h"
 
 #include <strings.h>
 

@@ -1,4 +1,4 @@
-#include "tune/tuner.h"
+#include "src/tune/tuner.h"
 
 #include <algorithm>
 #include <bit>
@@ -7,10 +7,10 @@
 #include <limits>
 #include <string>
 
-#include "common/ring_algorithms.h"  // kPairAllReduceMaxBytes
+#include "device/common/ring_algorithms.h"  // kPairAllReduceMaxBytes
 #include "core/debug.h"
 #include "core/env.h"
-#include "tune/setting_list.h"
+#include "src/tune/setting_list.h"
 
 namespace chorus {
 namespace {

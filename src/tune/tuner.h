@@ -47,8 +47,8 @@
 #include <span>
 #include <string>
 
-#include "common/step_fifo.h"  // Algorithm, Protocol (NCCL's numbering), kNumAlgorithms, kNumProtocols
-#include "tune/tune_constants.h"
+#include "device/common/step_fifo.h"  // Algorithm, Protocol (NCCL's numbering), kNumAlgorithms, kNumProtocols
+#include "src/tune/tune_constants.h"
 
 namespace chorus {
 

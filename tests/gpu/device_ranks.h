@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/work.h"
-#include "cuda/cuda_launch.h"
-#include "cuda/kernel_args.h"
+#include "device/common/work.h"
+#include "device/cuda/cuda_launch.h"
+#include "device/cuda/kernel_args.h"
 
 namespace chorus {
 namespace gpu_test {

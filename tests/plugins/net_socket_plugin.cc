@@ -7,8 +7,8 @@
 #include <string>
 
 #include "core/debug.h"
-#include "net/net_plugin_abi.h"
-#include "net/socket_net.h"
+#include "transport/net/net_plugin_abi.h"
+#include "transport/net/socket_net.h"
 
 namespace {
 

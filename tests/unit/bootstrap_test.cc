@@ -1,5 +1,5 @@
 // The bootstrap network: ranks as threads of this process.
-#include "bootstrap/bootstrap.h"
+#include "src/bootstrap/bootstrap.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/bootstrap_root.h"
-#include "bootstrap/bootstrap_wire.h"
-#include "bootstrap/interfaces.h"
-#include "bootstrap/socket.h"
+#include "src/bootstrap/bootstrap_root.h"
+#include "src/bootstrap/bootstrap_wire.h"
+#include "core/interfaces.h"
+#include "core/socket.h"
 #include "core/debug.h"
 
 namespace chorus {

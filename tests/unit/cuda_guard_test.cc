@@ -18,7 +18,7 @@
 
 #include "core/cuda_driver_api.h"
 #include "fake_cuda_driver.h"
-#include "gpu/gpu_executor.h"
+#include "src/gpu/gpu_executor.h"
 #include "nccl.h"
 
 namespace chorus {

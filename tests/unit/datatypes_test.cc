@@ -1,7 +1,7 @@
 // Conversions of the 16- and 8-bit float storage types, checked bit for bit
 // against values worked out by hand, against slow decoders written from the
 // format definitions, and exhaustively over every bit pattern.
-#include "common/datatypes.h"
+#include "device/common/datatypes.h"
 
 #include <gtest/gtest.h>
 

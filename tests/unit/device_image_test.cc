@@ -4,7 +4,7 @@
 // kernel's body (programs::runLane) runs them with teams of host threads. Results must
 // be right, and only the image's copies of the FifoEnds may move: the host's stay put.
 // Also: which calls share a kernel launch (gpu_enqueue.h), and the shared-GPU check.
-#include "enqueue/device_image.h"
+#include "src/enqueue/device_image.h"
 
 #include <gtest/gtest.h>
 
@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "common/lane_program.h"
-#include "enqueue/executor_choice.h"
-#include "enqueue/gpu_enqueue.h"
-#include "enqueue/plan.h"
+#include "device/common/lane_program.h"
+#include "src/enqueue/executor_choice.h"
+#include "src/enqueue/gpu_enqueue.h"
+#include "src/enqueue/plan.h"
 #include "nccl.h"
 #include "team_exec.h"
 #include "work_item_fixture.h"

@@ -1,7 +1,7 @@
 // DynamicRedOp (the GPU's run-time op) must give the same bits as RedOp<T, K> (the op
 // fixed at compile time, which reduce_ops_test checks against reference values), for
 // every kind, type and pre/post flag.
-#include "common/dynamic_red_op.h"
+#include "device/common/dynamic_red_op.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "common/datatypes.h"
-#include "common/reduce_ops.h"
+#include "device/common/datatypes.h"
+#include "device/common/reduce_ops.h"
 
 namespace chorus {
 namespace {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <new>
 
-#include "common/reduce_ops.h"
-#include "common/step_fifo.h"
-#include "cpu/cpu_exec.h"
+#include "device/common/reduce_ops.h"
+#include "device/common/step_fifo.h"
+#include "device/cpu/cpu_exec.h"
 
 namespace chorus {
 namespace fixtures {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
+#include "src/comm/comm.h"
 #include "core/cuda_driver_api.h"
 #include "fake_cuda_driver.h"
-#include "gpu/gpu_executor.h"
+#include "src/gpu/gpu_executor.h"
 #include "nccl.h"
 
 namespace chorus {

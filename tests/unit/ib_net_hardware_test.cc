@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/debug.h"
-#include "net/ib_net.h"
+#include "transport/net/ib_net.h"
 #include "socket_net_fixture.h"
 
 namespace chorus {

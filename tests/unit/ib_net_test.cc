@@ -2,7 +2,7 @@
 // table, RAII release order, init() failing cleanly on a machine without HCAs, and
 // argument validation of every Net method. Port selection and facts: ib_port_test.cc;
 // connection setup and the data path need an HCA: ib_net_hardware_test.cc.
-#include "net/ib_net.h"
+#include "transport/net/ib_net.h"
 
 #include <gtest/gtest.h>
 
@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "core/debug.h"
-#include "net/ib_comm.h"
-#include "net/ib_connect.h"
-#include "net/ib_net_wire.h"
-#include "net/ib_verbs_api.h"
+#include "transport/net/ib_comm.h"
+#include "transport/net/ib_connect.h"
+#include "transport/net/ib_net_wire.h"
+#include "transport/net/ib_verbs_api.h"
 #include "socket_net_fixture.h"
 
 namespace chorus {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/debug.h"
-#include "net/ib_hca_list.h"
-#include "net/ib_port_attrs.h"
+#include "transport/net/ib_hca_list.h"
+#include "transport/net/ib_port_attrs.h"
 
 namespace chorus {
 namespace {

@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
-#include "common/datatypes.h"
-#include "common/ll128_primitives.h"
-#include "common/ll_primitives.h"
-#include "common/ring_algorithms.h"
-#include "cpu/cpu_exec.h"
+#include "device/common/datatypes.h"
+#include "device/common/ll128_primitives.h"
+#include "device/common/ll_primitives.h"
+#include "device/common/ring_algorithms.h"
+#include "device/cpu/cpu_exec.h"
 #include "fifo_fixture.h"
 
 namespace chorus {

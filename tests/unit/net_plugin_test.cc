@@ -1,7 +1,7 @@
 // External net plugins: NCCL_NET_PLUGIN lookup (none, missing, no table) and the
 // NetPluginAdapter driving a real dlopen'ed plugin (SocketNet behind ncclNet_v8 and
 // ncclNet_v10) over loopback with exact bytes.
-#include "net/net_plugin.h"
+#include "transport/net/net_plugin.h"
 
 #include <gtest/gtest.h>
 

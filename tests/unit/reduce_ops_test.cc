@@ -1,7 +1,7 @@
 // Reduction operators: every kind on every element type, integer wraparound,
 // NaN handling, the pre/post steps of PreMulSum and SumPostDiv, and the array
 // loops the CPU executor runs.
-#include "common/reduce_ops.h"
+#include "device/common/reduce_ops.h"
 
 #include <gtest/gtest.h>
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/interfaces.h"
-#include "bootstrap/socket.h"
-#include "net/socket_net.h"
+#include "core/interfaces.h"
+#include "core/socket.h"
+#include "transport/net/socket_net.h"
 
 namespace chorus::socket_net_test {
 

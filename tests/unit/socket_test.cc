@@ -1,5 +1,5 @@
 // Sockets, addresses and interface selection of the bootstrap network.
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "bootstrap/interfaces.h"
+#include "core/interfaces.h"
 #include "core/debug.h"
 
 namespace chorus {

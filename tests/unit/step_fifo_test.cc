@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/ring_algorithms.h"
-#include "common/simple_primitives.h"
-#include "cpu/cpu_exec.h"
+#include "device/common/ring_algorithms.h"
+#include "device/common/simple_primitives.h"
+#include "device/cpu/cpu_exec.h"
 #include "fifo_fixture.h"
 
 namespace chorus {

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <barrier>
 
-#include "cpu/cpu_exec.h"
+#include "device/cpu/cpu_exec.h"
 
 namespace chorus {
 namespace fixtures {

@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
-#include "common/datatypes.h"
-#include "common/dynamic_red_op.h"
-#include "common/ll128_primitives.h"
-#include "common/ll_primitives.h"
-#include "common/programs.h"
-#include "common/simple_primitives.h"
+#include "device/common/datatypes.h"
+#include "device/common/dynamic_red_op.h"
+#include "device/common/ll128_primitives.h"
+#include "device/common/ll_primitives.h"
+#include "device/common/programs.h"
+#include "device/common/simple_primitives.h"
 #include "fifo_fixture.h"
 #include "team_exec.h"
 #include "work_item_fixture.h"

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "core/debug.h"
-#include "topo/detect.h"
-#include "topo/detect_cpu.h"
-#include "topo/detect_ib.h"
-#include "topo/hwloc_api.h"
-#include "topo/nvml_api.h"
+#include "src/topo/detect.h"
+#include "src/topo/detect_cpu.h"
+#include "src/topo/detect_ib.h"
+#include "src/topo/hwloc_api.h"
+#include "src/topo/nvml_api.h"
 
 namespace chorus::topo {
 namespace {

@@ -1,14 +1,14 @@
 // The topology model and ring search on the machine shapes in tests/topo, with every
 // expected figure computed by hand from NCCL's bandwidth constants.
-#include "topo/topo_search.h"
+#include "src/topo/topo_search.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "topo/topo_system.h"
-#include "topo/topo_xml.h"
+#include "src/topo/topo_system.h"
+#include "src/topo/topo_xml.h"
 
 namespace chorus::topo {
 namespace {

@@ -1,6 +1,6 @@
 // NCCL's topology XML: parse, write, file load/dump, the error messages of malformed text,
 // robustness against mutated input, and the topology files under tests/topo.
-#include "topo/topo_xml.h"
+#include "src/topo/topo_xml.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

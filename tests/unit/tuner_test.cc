@@ -1,6 +1,6 @@
 // The tuning model: NCCL_ALGO / NCCL_PROTO parsing, validity of every choice, the shape of
 // the cost model, and the TUNING log line.
-#include "tune/tuner.h"
+#include "src/tune/tuner.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "common/ring_algorithms.h"
+#include "device/common/ring_algorithms.h"
 #include "core/debug.h"
-#include "tune/setting_list.h"
+#include "src/tune/setting_list.h"
 
 namespace chorus {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/work.h"
+#include "device/common/work.h"
 
 namespace chorus {
 namespace fixtures {

@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "topo/detect.h"
-#include "topo/topo_search.h"
-#include "topo/topo_system.h"
-#include "topo/topo_xml.h"
+#include "src/topo/detect.h"
+#include "src/topo/topo_search.h"
+#include "src/topo/topo_system.h"
+#include "src/topo/topo_xml.h"
 
 using namespace chorus::topo;
 

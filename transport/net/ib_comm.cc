@@ -1,4 +1,4 @@
-#include "net/ib_comm.h"
+#include "transport/net/ib_comm.h"
 
 #if CHORUS_HAVE_IBVERBS
 

@@ -5,7 +5,7 @@
 // test() polls the comm's completion queue; every request is signaled.
 #pragma once
 
-#include "net/ib_device.h"
+#include "transport/net/ib_device.h"
 
 #if CHORUS_HAVE_IBVERBS
 
@@ -17,8 +17,8 @@
 #include <unordered_map>
 
 #include "nccl.h"
-#include "net/net.h"
-#include "net/tcp_stream.h"
+#include "transport/net/net.h"
+#include "transport/net/tcp_stream.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "net/ib_connect.h"
+#include "transport/net/ib_connect.h"
 
 #include "core/debug.h"
 #include "core/env.h"

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "net/ib_device.h"
+#include "transport/net/ib_device.h"
 
 namespace chorus {
 
@@ -41,11 +41,11 @@ IbSettings readIbSettings();
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 #include "nccl.h"
-#include "net/ib_comm.h"
-#include "net/ib_net_wire.h"
-#include "net/tcp_stream.h"
+#include "transport/net/ib_comm.h"
+#include "transport/net/ib_net_wire.h"
+#include "transport/net/tcp_stream.h"
 
 namespace chorus {
 

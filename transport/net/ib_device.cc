@@ -1,4 +1,4 @@
-#include "net/ib_device.h"
+#include "transport/net/ib_device.h"
 
 #if CHORUS_HAVE_IBVERBS
 
@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/debug.h"
-#include "net/ib_net_wire.h"
+#include "transport/net/ib_net_wire.h"
 
 namespace chorus {
 

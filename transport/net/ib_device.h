@@ -3,7 +3,7 @@
 // IbVerbsApi table: nothing here links against libibverbs.
 #pragma once
 
-#include "net/ib_verbs_api.h"
+#include "transport/net/ib_verbs_api.h"
 
 #if CHORUS_HAVE_IBVERBS
 
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "nccl.h"
-#include "net/ib_hca_list.h"
-#include "net/ib_port_attrs.h"
+#include "transport/net/ib_hca_list.h"
+#include "transport/net/ib_port_attrs.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "net/ib_hca_list.h"
+#include "transport/net/ib_hca_list.h"
 
 #include <cctype>
 #include <cerrno>

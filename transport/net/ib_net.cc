@@ -1,6 +1,6 @@
-#include "net/ib_net.h"
+#include "transport/net/ib_net.h"
 
-#include "net/ib_verbs_api.h"
+#include "transport/net/ib_verbs_api.h"
 
 #if CHORUS_HAVE_IBVERBS
 
@@ -14,13 +14,13 @@
 #include <utility>
 #include <vector>
 
-#include "bootstrap/interfaces.h"
+#include "core/interfaces.h"
 #include "core/debug.h"
 #include "core/env.h"
-#include "net/ib_comm.h"
-#include "net/ib_connect.h"
-#include "net/ib_net_wire.h"
-#include "net/net_arguments.h"
+#include "transport/net/ib_comm.h"
+#include "transport/net/ib_connect.h"
+#include "transport/net/ib_net_wire.h"
+#include "transport/net/net_arguments.h"
 
 namespace chorus {
 

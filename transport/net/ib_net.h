@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include "net/net.h"
+#include "transport/net/net.h"
 
 namespace chorus {
 

@@ -1,7 +1,7 @@
 // makeIbNet() for builds without <infiniband/verbs.h> (or with CHORUS_NO_IBVERBS): a Net
 // with no devices whose init() says why, so that callers fall back to the socket net.
-#include "net/ib_net.h"
-#include "net/ib_verbs_api.h"
+#include "transport/net/ib_net.h"
+#include "transport/net/ib_verbs_api.h"
 
 #if !CHORUS_HAVE_IBVERBS
 

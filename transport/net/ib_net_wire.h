@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "net/ib_port_attrs.h"
-#include "net/net.h"
+#include "transport/net/ib_port_attrs.h"
+#include "transport/net/net.h"
 
 namespace chorus::ib_net_wire {
 

@@ -1,4 +1,4 @@
-#include "net/ib_port_attrs.h"
+#include "transport/net/ib_port_attrs.h"
 
 #include <climits>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "net/ib_verbs_api.h"
+#include "transport/net/ib_verbs_api.h"
 
 #if CHORUS_HAVE_IBVERBS
 

@@ -1,4 +1,4 @@
-#include "net/net_arguments.h"
+#include "transport/net/net_arguments.h"
 
 #include "core/debug.h"
 

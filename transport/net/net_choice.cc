@@ -1,4 +1,4 @@
-#include "net/net_choice.h"
+#include "transport/net/net_choice.h"
 
 #include <strings.h>
 
@@ -7,9 +7,9 @@
 
 #include "core/debug.h"
 #include "core/env.h"
-#include "net/ib_net.h"
-#include "net/net_plugin.h"
-#include "net/socket_net.h"
+#include "transport/net/ib_net.h"
+#include "transport/net/net_plugin.h"
+#include "transport/net/socket_net.h"
 
 namespace chorus {
 namespace {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "net/net.h"
+#include "transport/net/net.h"
 
 namespace chorus {
 

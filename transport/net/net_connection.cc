@@ -1,4 +1,4 @@
-#include "net/net_connection.h"
+#include "transport/net/net_connection.h"
 
 #include <time.h>
 

@@ -13,9 +13,9 @@
 #include <atomic>
 #include <cstdint>
 
-#include "net/net.h"
-#include "proxy/proxy.h"
-#include "transport.h"
+#include "transport/net/net.h"
+#include "transport/net/proxy.h"
+#include "transport/transport.h"
 
 namespace chorus {
 

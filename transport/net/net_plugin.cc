@@ -1,5 +1,5 @@
 // Loading an external net plugin and driving its NCCL table as a chorus::Net.
-#include "net/net_plugin.h"
+#include "transport/net/net_plugin.h"
 
 #include <dlfcn.h>
 #include <strings.h>

@@ -15,8 +15,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "net/net.h"
-#include "net/net_plugin_abi.h"
+#include "transport/net/net.h"
+#include "transport/net/net_plugin_abi.h"
 
 namespace chorus {
 

@@ -1,11 +1,11 @@
-#include "net/pending_connect.h"
+#include "transport/net/pending_connect.h"
 
 #include <atomic>
 #include <random>
 #include <utility>
 
 #include "core/debug.h"
-#include "net/socket_net_wire.h"
+#include "transport/net/socket_net_wire.h"
 
 namespace chorus {
 

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 #include "nccl.h"
-#include "net/tcp_stream.h"
+#include "transport/net/tcp_stream.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "net/socket_comm.h"
+#include "transport/net/socket_comm.h"
 
 #include <algorithm>
 #include <utility>

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "nccl.h"
-#include "net/net.h"
-#include "net/socket_helpers.h"
-#include "net/socket_net.h"  // SocketNet::kMaxRequests, the pool size it promises callers
-#include "net/socket_net_wire.h"
-#include "net/tcp_stream.h"
+#include "transport/net/net.h"
+#include "transport/net/socket_helpers.h"
+#include "transport/net/socket_net.h"  // SocketNet::kMaxRequests, the pool size it promises callers
+#include "transport/net/socket_net_wire.h"
+#include "transport/net/tcp_stream.h"
 
 namespace chorus {
 

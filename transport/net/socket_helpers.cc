@@ -1,4 +1,4 @@
-#include "net/socket_helpers.h"
+#include "transport/net/socket_helpers.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

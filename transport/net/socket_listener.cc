@@ -1,4 +1,4 @@
-#include "net/socket_listener.h"
+#include "transport/net/socket_listener.h"
 
 #include <utility>
 

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 #include "nccl.h"
-#include "net/socket_net_wire.h"
-#include "net/tcp_stream.h"
+#include "transport/net/socket_net_wire.h"
+#include "transport/net/tcp_stream.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "net/socket_net.h"
+#include "transport/net/socket_net.h"
 
 #include <algorithm>
 #include <climits>
@@ -11,11 +11,11 @@
 
 #include "core/debug.h"
 #include "core/env.h"
-#include "net/net_arguments.h"
-#include "net/pending_connect.h"
-#include "net/socket_comm.h"
-#include "net/socket_listener.h"
-#include "net/tcp_stream.h"
+#include "transport/net/net_arguments.h"
+#include "transport/net/pending_connect.h"
+#include "transport/net/socket_comm.h"
+#include "transport/net/socket_listener.h"
+#include "transport/net/tcp_stream.h"
 
 namespace chorus {
 

@@ -32,9 +32,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bootstrap/interfaces.h"
-#include "net/net.h"
-#include "net/socket_net_wire.h"  // the wire format, for tests that play a misbehaving peer
+#include "core/interfaces.h"
+#include "transport/net/net.h"
+#include "transport/net/socket_net_wire.h"  // the wire format, for tests that play a misbehaving peer
 
 namespace chorus {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "net/net.h"
+#include "transport/net/net.h"
 
 namespace chorus::socket_net_wire {
 

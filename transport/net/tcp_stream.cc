@@ -1,4 +1,4 @@
-#include "net/tcp_stream.h"
+#include "transport/net/tcp_stream.h"
 
 #include <netinet/tcp.h>
 #include <poll.h>

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 #include "nccl.h"
 
 namespace chorus {

@@ -1,4 +1,4 @@
-#include "proxy/proxy.h"
+#include "transport/net/proxy.h"
 
 #include <sched.h>
 #include <time.h>

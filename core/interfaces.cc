@@ -1,4 +1,4 @@
-#include "bootstrap/interfaces.h"
+#include "core/interfaces.h"
 
 #include <ifaddrs.h>
 #include <net/if.h>

@@ -1,4 +1,4 @@
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

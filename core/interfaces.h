@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "core/socket.h"
 #include "nccl.h"
 
 namespace chorus {
