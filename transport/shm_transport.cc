@@ -79,9 +79,10 @@ class ShmTransport : public Transport {
     if (err != 0) {
       shm_unlink(name);
       if (err == ENOSPC) {
-        WARN("SHM: /dev/shm is too small: the connection from rank %d needs %zu bytes there (posix_fallocate: %s); "
-             "enlarge /dev/shm (e.g. docker --shm-size) or lower NCCL_BUFFSIZE",
-             peer.rank, bytes, strerror(err));
+        WARN(
+            "SHM: /dev/shm is too small: the connection from rank %d needs %zu bytes there (posix_fallocate: %s); "
+            "enlarge /dev/shm (e.g. docker --shm-size) or lower NCCL_BUFFSIZE",
+            peer.rank, bytes, strerror(err));
       } else {
         WARN("SHM: posix_fallocate of %zu bytes on /dev/shm%s failed: %s", bytes, name, strerror(err));
       }

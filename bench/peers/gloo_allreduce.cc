@@ -73,7 +73,7 @@ class GlooCollective final : public bench::Collective {
 
 bool environmentInt(const char* name, int* value) {
   const char* text = std::getenv(name);
-  return text != nullptr && bench::parseCount(text, 0, value);
+  return text != nullptr && chorus::perf::parseInt(text, 0, value);
 }
 
 }  // namespace

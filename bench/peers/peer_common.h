@@ -17,61 +17,40 @@
 #include <string>
 #include <vector>
 
-#include "size_arg.h"
+#include "sweep_flags.h"
 
 namespace bench {
 
-struct PeerOptions {
-  size_t minBytes = 8;
-  size_t maxBytes = 64u << 20;
-  double stepFactor = 2;
-  int iters = 20;
-  int warmupIters = 5;
-  int check = 1;
+// nccl-tests' sweep flags (tools/perf/sweep_flags.h) with the peer benchmarks' defaults.
+struct PeerOptions : chorus::perf::SweepFlags {
+  PeerOptions() {
+    minBytes = 8;
+    maxBytes = 64u << 20;
+    stepFactor = 2;
+    warmupIters = 5;
+  }
   std::string store;  // -s: rendezvous directory (gloo_allreduce only)
 };
 
-using chorus::perf::parseSize;  // tools/perf/size_arg.h
-
-inline bool parseCount(const char* text, int lowest, int* value) {
-  char* end = nullptr;
-  long parsed = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || parsed < lowest || parsed > 1000000000L) return false;
-  *value = static_cast<int>(parsed);
-  return true;
-}
+using chorus::perf::sweepSizes;
 
 // Returns 0 to run, -1 after -h, 1 on a bad flag. `store` enables -s.
 inline int parsePeerOptions(int argc, char** argv, PeerOptions* o, bool store) {
   const char* usage =
-      "usage: %s [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup] [-c check]%s\n"
+      "usage: %s [-b minbytes] [-e maxbytes] [-i stepbytes] [-f factor] [-n iters] [-w warmup] [-c check]%s\n"
       "  sizes take K/M/G suffixes; defaults -b 8 -e 64M -f 2 -n 20 -w 5 -c 1\n";
   const char* storeUsage = store ? " [-s store-dir]" : "";
+  const std::string letters = std::string(chorus::perf::kSweepFlagLetters) + (store ? "s:h" : "h");
   int c;
   optind = 1;
-  while ((c = getopt(argc, argv, store ? "b:e:f:n:w:c:s:h" : "b:e:f:n:w:c:h")) != -1) {
-    bool ok = true;
-    char* end = nullptr;
+  while ((c = getopt(argc, argv, letters.c_str())) != -1) {
+    const chorus::perf::FlagParse sweep = chorus::perf::parseSweepFlag(c, optarg, o);
+    if (sweep == chorus::perf::FlagParse::Bad) {
+      std::fprintf(stderr, "%s: invalid value '%s' for -%c\n", argv[0], optarg, c);
+      return 1;
+    }
+    if (sweep == chorus::perf::FlagParse::Ok) continue;
     switch (c) {
-      case 'b':
-        ok = parseSize(optarg, &o->minBytes);
-        break;
-      case 'e':
-        ok = parseSize(optarg, &o->maxBytes);
-        break;
-      case 'f':
-        o->stepFactor = std::strtod(optarg, &end);
-        ok = end != optarg && *end == '\0' && o->stepFactor > 1;
-        break;
-      case 'n':
-        ok = parseCount(optarg, 1, &o->iters);
-        break;
-      case 'w':
-        ok = parseCount(optarg, 0, &o->warmupIters);
-        break;
-      case 'c':
-        ok = parseCount(optarg, 0, &o->check);
-        break;
       case 's':
         o->store = optarg;
         break;
@@ -82,27 +61,12 @@ inline int parsePeerOptions(int argc, char** argv, PeerOptions* o, bool store) {
         std::fprintf(stderr, usage, argv[0], storeUsage);
         return 1;
     }
-    if (!ok) {
-      std::fprintf(stderr, "%s: invalid value '%s' for -%c\n", argv[0], optarg, c);
-      return 1;
-    }
   }
   if (optind < argc || o->minBytes > o->maxBytes || o->maxBytes < sizeof(float)) {
     std::fprintf(stderr, usage, argv[0], storeUsage);
     return 1;
   }
   return 0;
-}
-
-inline std::vector<size_t> sweepSizes(const PeerOptions& o) {
-  std::vector<size_t> sizes;
-  for (size_t size = o.minBytes; size <= o.maxBytes;) {
-    sizes.push_back(size);
-    size_t next = static_cast<size_t>(static_cast<double>(size) * o.stepFactor);
-    if (next <= size) break;  // -b 0, or overflow
-    size = next;
-  }
-  return sizes;
 }
 
 // Page-aligned, zero-filled (so every page is touched before any timing) host memory.
@@ -166,8 +130,11 @@ inline std::string timeText(double microseconds) {
 
 inline void printHeader(const char* program, const char* library, const PeerOptions& o, int nranks) {
   std::printf("# %s (%s), %d ranks, float sum AllReduce\n", program, library, nranks);
-  std::printf("# minBytes %zu maxBytes %zu step: %g(factor) warmup iters: %d iters: %d validation: %d\n", o.minBytes,
-              o.maxBytes, o.stepFactor, o.warmupIters, o.iters, o.check);
+  if (o.stepFactor > 1)
+    std::printf("# minBytes %zu maxBytes %zu step: %g(factor)", o.minBytes, o.maxBytes, o.stepFactor);
+  else
+    std::printf("# minBytes %zu maxBytes %zu step: %zu(bytes)", o.minBytes, o.maxBytes, o.stepBytes);
+  std::printf(" warmup iters: %d iters: %d validation: %d\n", o.warmupIters, o.iters, o.check);
   std::printf("# time: per-iteration average of the slowest rank\n#\n");
   std::printf(
       "#                                                              out-of-place                       in-place\n");

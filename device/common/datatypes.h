@@ -17,8 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "nccl.h"
 #include "device/common/platform.h"
+#include "nccl.h"
 
 namespace chorus {
 

@@ -25,7 +25,7 @@ CHORUS_HD DynamicRedOp<T> opOf(const RedOpArgs& a, DynamicRedOp<T>*) {
 // Stops at the first item after a failure (of this team or, as exec.failed() sees it,
 // of another lane), every thread of the team at the same item.
 template <typename T, typename Op, typename Exec>
-CHORUS_HD void runLane(Exec& exec, const CommView& comm, const WorkItem* items, int nItems) {
+CHORUS_HD void runLaneAsTeam(Exec& exec, const CommView& comm, const WorkItem* items, int nItems) {
   for (int i = 0; i < nItems; ++i) {
     if (!exec.teamAll(!exec.failed())) return;
     const WorkItem& w = items[i];

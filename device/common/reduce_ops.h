@@ -27,10 +27,9 @@
 
 #include "device/common/datatypes.h"
 #include "device/common/platform.h"
+#include "device/common/work.h"  // RedKind
 
 namespace chorus {
-
-enum class RedKind : int { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
 
 namespace detail {
 

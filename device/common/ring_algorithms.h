@@ -12,14 +12,9 @@
 
 #include "device/common/platform.h"
 #include "device/common/simple_primitives.h"
+#include "device/common/work.h"  // ChannelRange
 
 namespace chorus {
-
-// A channel's share of a call: elements [offset, offset + count) of each rank's block.
-struct ChannelRange {
-  size_t offset;
-  size_t count;
-};
 
 CHORUS_HD size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
 CHORUS_HD size_t minSize(size_t a, size_t b) { return a < b ? a : b; }

@@ -2,17 +2,29 @@
 // whole group) into work items, grouped into lanes. A lane is a sequence of items
 // that one executor context (a fiber on the CPU, a thread block on a GPU) runs in
 // order; different lanes progress concurrently.
+//
+// Rule: a leaf. It names the connection ends it hands out (step_fifo.h) and nothing of
+// how work runs: no algorithm, primitive or executor header, so the host runtime and
+// either executor can include it without pulling in the others.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
-#include "device/common/reduce_ops.h"
-#include "device/common/ring_algorithms.h"
-#include "device/common/step_fifo.h"
+#include "device/common/step_fifo.h"  // FifoEnd, Algorithm, Protocol, kMaxPeers
 #include "nccl.h"
 
 namespace chorus {
+
+// The reduction an item applies (reduce_ops.h implements each).
+enum class RedKind : int { Sum, Prod, Max, Min, PreMulSum, SumPostDiv };
+
+// A channel's share of a call: elements [offset, offset + count) of each rank's block.
+struct ChannelRange {
+  size_t offset;
+  size_t count;
+};
 
 // LocalCopy: a send to self matched with a receive from self.
 enum class WorkKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, Recv, LocalCopy };
@@ -65,6 +77,12 @@ struct CommView {
   ChannelView* channels = nullptr;
   FifoEnd* const* p2pSend = nullptr;  // indexed by peer; null until connected
   FifoEnd* const* p2pRecv = nullptr;
+};
+
+// One lane of a plan: items that run in order on one communicator.
+struct Lane {
+  const CommView* comm;
+  std::vector<WorkItem> items;
 };
 
 }  // namespace chorus

@@ -3,10 +3,10 @@
 // cpu_programs_<protocol>.cc, to keep compile times parallel and short.
 #pragma once
 
+#include "core/debug.h"
 #include "device/common/datatypes.h"
 #include "device/common/programs.h"
 #include "device/common/work.h"
-#include "core/debug.h"
 #include "device/cpu/cpu_exec.h"
 
 namespace chorus {

@@ -17,7 +17,7 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kCudaThreadsPerLane, 1) collectiveKernel(KernelArgs args) {
   CudaExec exec(args);
   const KernelLane lane = args.lanes[blockIdx.x];
-  programs::runLane<T, Op>(exec, args.comm, lane.items, lane.nItems);
+  programs::runLaneAsTeam<T, Op>(exec, args.comm, lane.items, lane.nItems);
 }
 
 // The kernel of type T for Sum (`sum`) or for the other ops; taking its address is what

@@ -3,8 +3,8 @@
 #include <set>
 #include <type_traits>
 
-#include "device/common/datatypes.h"
 #include "core/debug.h"
+#include "device/common/datatypes.h"
 #include "device/cuda/cuda_launch.h"
 #include "device/cuda/kernel_table.h"
 

@@ -1,10 +1,10 @@
 // Collective and point-to-point entry points: validate, record, and (outside a
 // group) run. AlltoAll, Gather and Scatter are grouped sends and receives, as in NCCL.
+#include "core/debug.h"
+#include "device/common/datatypes.h"
 #include "src/api/export.h"
 #include "src/api/validate.h"
-#include "device/common/datatypes.h"
-#include "core/debug.h"
-#include "src/enqueue/executor_choice.h"
+#include "src/executor/executor_choice.h"
 #include "src/group/group.h"
 
 using namespace chorus;

@@ -5,11 +5,13 @@
 #include <set>
 #include <thread>
 
+#include "core/debug.h"
+#include "core/env.h"
 #include "src/api/export.h"
 #include "src/api/validate.h"
 #include "src/bootstrap/bootstrap.h"
-#include "core/debug.h"
-#include "core/env.h"
+#include "src/executor/cuda/cuda_executor.h"
+#include "src/executor/executor.h"
 #include "src/group/group.h"
 
 using namespace chorus;
@@ -171,7 +173,8 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   CHORUS_CHECK(checkComm(comm, "ncclCommAbort"));
   comm->abortFlag.store(1);
-  gpuAbort(comm);  // its kernels stop waiting too
+  // Its asynchronous work (kernels) stops waiting too.
+  if (Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire)) executor->abort();
   // Another thread may be inside this comm's collective: its waits see the flag
   // within milliseconds; the memory stays until it has left.
   while (comm->activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -205,7 +208,8 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   CHORUS_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
   CHORUS_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
   // A kernel's failure is seen here, as NCCL reports a device-side error, and sticks.
-  const ncclResult_t kernel = gpuAsyncError(comm);
+  Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
+  const ncclResult_t kernel = executor ? executor->asyncError(comm) : ncclSuccess;
   if (kernel != ncclSuccess) {
     int expected = ncclSuccess;
     comm->asyncResult.compare_exchange_strong(expected, kernel);

@@ -4,10 +4,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/debug.h"
+#include "device/common/datatypes.h"
 #include "src/api/export.h"
 #include "src/api/validate.h"
-#include "device/common/datatypes.h"
-#include "core/debug.h"
+#include "src/executor/cuda/cuda_executor.h"
 
 using namespace chorus;
 

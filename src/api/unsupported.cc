@@ -1,9 +1,9 @@
 // Entry points of NCCL 2.28 that Chorus does not implement yet. Each returns an
 // error (or an empty value where the signature has no ncclResult_t) with a WARN
 // naming it, never a silent success. README lists them.
+#include "core/debug.h"
 #include "src/api/export.h"
 #include "src/api/validate.h"
-#include "core/debug.h"
 
 using namespace chorus;
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "device/common/datatypes.h"
 #include "core/debug.h"
+#include "device/common/datatypes.h"
 
 namespace chorus {
 

@@ -4,8 +4,8 @@
 
 #include <cstddef>
 
-#include "src/comm/comm.h"
 #include "nccl.h"
+#include "src/comm/comm.h"
 
 namespace chorus {
 

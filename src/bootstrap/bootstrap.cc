@@ -9,12 +9,12 @@
 #include <cstring>
 #include <string>
 
+#include "core/debug.h"
+#include "core/env.h"
+#include "core/interfaces.h"
 #include "src/bootstrap/bootstrap_ring.h"
 #include "src/bootstrap/bootstrap_root.h"
 #include "src/bootstrap/bootstrap_wire.h"
-#include "core/interfaces.h"
-#include "core/debug.h"
-#include "core/env.h"
 
 namespace chorus {
 

@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/socket.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/bootstrap_wire.h"
-#include "core/socket.h"
 
 namespace chorus {
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "src/bootstrap/bootstrap_wire.h"
 #include "core/debug.h"
+#include "src/bootstrap/bootstrap_wire.h"
 
 namespace chorus {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "core/env.h"
 #include "src/enqueue/plan.h"
+#include "src/executor/executor.h"
 
 ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::registerComm(this); }
 
@@ -16,8 +17,8 @@ ncclComm::~ncclComm() {
   // Aborted: tell the peers now (and let NET connections close without draining), before
   // waiting for this rank's kernels, so that the peers' kernels stop waiting for them too.
   if (abortFlag.load() != 0) breakConnections();
-  gpuForQueries.store(nullptr);
-  gpu.reset();  // waits for its kernels, which may still be using the connections
+  chosenExecutor.store(nullptr);
+  executor.reset();  // waits for its kernels, which may still be using the connections
   magic = 0;
   chorus::unregisterComm(this);
 }

@@ -9,20 +9,20 @@
 #include <string>
 #include <vector>
 
+#include "device/common/work.h"
+#include "nccl.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/async_worker.h"
 #include "src/comm/trees.h"
-#include "device/common/work.h"
-#include "device/cpu/cpu_exec.h"
 #include "src/enqueue/op.h"
-#include "src/gpu/gpu_executor.h"
-#include "nccl.h"
-#include "transport/transport.h"
 #include "src/tune/tuner.h"
+#include "transport/transport.h"
 
 namespace chorus {
 
-struct PlanLanes;  // enqueue/plan.h
+struct PlanLanes;                     // src/enqueue/plan.h
+class Executor;                       // src/executor/executor.h
+enum class ExecutorChoice : uint8_t;  // src/executor/executor_choice.h
 
 // One direction of a connection with its backing resource.
 struct Connection {
@@ -51,10 +51,6 @@ struct UserRedOp {
   const void* scalarPtr = nullptr;  // Device: read when the collective runs
 };
 
-// Which executor runs a communicator's calls, fixed by the buffers of its first call
-// (enqueue/executor_choice.h).
-enum class ExecutorKind { Undecided, Cpu, Cuda };
-
 struct CommConfig {
   bool blocking = true;
   std::string commName;
@@ -69,6 +65,8 @@ struct ncclComm {
   int rank = 0;
   int nranks = 0;
   int cudaDev = 0;
+  int localRanks = 1;       // ranks of this communicator on this host
+  double timeoutSec = 600;  // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
   chorus::CommConfig config;
 
   std::unique_ptr<chorus::Bootstrap> bootstrap;
@@ -80,7 +78,6 @@ struct ncclComm {
   std::atomic<int> asyncResult{ncclSuccess};
   std::mutex asyncMutex;  // orders asyncResult updates with asyncJobs
   int asyncJobs = 0;      // jobs queued on or running in `worker`
-  chorus::ExecContext exec;
 
   chorus::FifoLayout collLayout;  // ring and tree connections: every protocol
   chorus::FifoLayout p2pLayout;   // send/recv connections
@@ -106,13 +103,15 @@ struct ncclComm {
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
 
-  chorus::ExecutorKind executor = chorus::ExecutorKind::Undecided;
-  // The CUDA executor's resources once a call ran on it; declared after the connections
-  // so that it goes first (it unregisters their memory after its kernels have ended).
-  std::unique_ptr<chorus::GpuComm> gpu;
-  // The same, published for ncclCommGetAsyncError, which other threads may call while
-  // this one sets the communicator up (PyTorch's watchdog does).
-  std::atomic<chorus::GpuComm*> gpuForQueries{nullptr};
+  // Which executor the buffers of the calls chose (set by the calling thread), and the
+  // executor that runs the work (src/executor/executor_choice.h). The executor goes
+  // before the connections (~ncclComm): the CUDA executor unregisters their memory once
+  // its kernels have ended.
+  std::atomic<chorus::ExecutorChoice> executorChoice{};
+  std::unique_ptr<chorus::Executor> executor;
+  // The executor once chosen, published for ncclCommGetAsyncError and ncclCommAbort,
+  // which other threads may call while this one sets it up (PyTorch's watchdog does).
+  std::atomic<chorus::Executor*> chosenExecutor{nullptr};
 
   ncclComm();
   ~ncclComm();

@@ -6,10 +6,11 @@
 #include <cstring>
 #include <set>
 
-#include "src/comm/comm.h"
-#include "src/comm/connect.h"
 #include "core/debug.h"
 #include "core/env.h"
+#include "src/comm/comm.h"
+#include "src/comm/connect.h"
+#include "src/executor/cuda/cuda_executor.h"
 #include "src/topo/topo_init.h"
 
 namespace chorus {
@@ -172,11 +173,8 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   CHORUS_CHECK(awaitConnections(comm));
   comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm)));
   comm->refreshView();
-  comm->exec.abortFlag = &comm->abortFlag;
-  comm->exec.rank = comm->rank;
-  comm->exec.timeoutSec = static_cast<double>(envInt("CHORUS_TIMEOUT", 600));
-  comm->exec.spins =
-      localRanks > sysconf(_SC_NPROCESSORS_ONLN) ? ExecContext::kOversubscribedSpins : ExecContext::kDefaultSpins;
+  comm->localRanks = localRanks;
+  comm->timeoutSec = static_cast<double>(envInt("CHORUS_TIMEOUT", 600));
   CHORUS_CHECK(comm->bootstrap->barrier());
 
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

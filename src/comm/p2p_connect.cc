@@ -1,8 +1,8 @@
 #include <set>
 
+#include "core/debug.h"
 #include "src/comm/comm.h"
 #include "src/comm/connect.h"
-#include "core/debug.h"
 
 namespace chorus {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <map>
 
-#include "device/common/datatypes.h"
 #include "core/debug.h"
+#include "device/common/datatypes.h"
 
 namespace chorus {
 namespace {
@@ -132,7 +132,7 @@ ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t d
 ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vector<Lane*>* lanes) {
   PlanLanes& plan = *comm->plan;
   const int nChannels = static_cast<int>(comm->channels.size());
-  const Lane empty{&comm->view, &comm->exec, {}};
+  const Lane empty{&comm->view, {}};
   plan.channels.resize(nChannels, empty);
   for (Lane& lane : plan.channels) lane.items.clear();
   for (auto& [peer, lane] : plan.sends) lane.items.clear();

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "src/comm/comm.h"
-#include "device/cpu/cpu_executor.h"
 
 namespace chorus {
 

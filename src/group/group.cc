@@ -4,8 +4,9 @@
 #include <thread>
 
 #include "core/debug.h"
-#include "src/enqueue/gpu_enqueue.h"
 #include "src/enqueue/plan.h"
+#include "src/executor/executor.h"
+#include "src/executor/executor_choice.h"
 #include "src/tune/tuner.h"
 
 namespace chorus {
@@ -23,7 +24,7 @@ struct GroupState {
   std::vector<InitJob> inits;
   // Scratch of launchGroup and runBlocking, kept so that a warm call allocates nothing.
   std::vector<ncclComm*> blocking;
-  std::vector<Lane*> lanes;
+  GroupLaunch launch;
 };
 thread_local GroupState tGroup;
 
@@ -31,30 +32,22 @@ thread_local GroupState tGroup;
 // otherwise recomputes the thread-local address (__tls_get_addr) at every use.
 [[gnu::noinline]] GroupState& currentGroup() { return tGroup; }
 
-// Runs the pending ops of blocking communicators on this thread, all lanes together.
+// Runs the pending ops of blocking communicators from this thread: every communicator's
+// executor stages its calls, then they start together (executor.h).
 ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
   ncclResult_t result = connectPendingPeers(comms);
-  std::vector<Lane*>& lanes = g.lanes;
-  lanes.clear();
+  GroupLaunch& launch = g.launch;
+  launch.clear();
   for (ncclComm* comm : comms) {
-    if (result == ncclSuccess) {
-      // A GPU communicator's calls become kernels on their streams; the rest run here.
-      result = comm->executor == ExecutorKind::Cuda ? stageOnGpu(comm, comm->pending)
-                                                    : buildLanes(comm, comm->pending, &lanes);
-    }
+    if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->pending, launch);
     comm->pending.clear();
   }
-  // Every GPU communicator's kernels are staged before any starts (cuda_comm.h says why).
-  const bool launch = result == ncclSuccess;
+  // Everything is staged before anything starts (cuda_comm.h says why).
+  const ncclResult_t started = launch.start(result == ncclSuccess);
+  if (result == ncclSuccess) result = started;
   for (ncclComm* comm : comms) {
-    if (comm->executor != ExecutorKind::Cuda) continue;
-    const ncclResult_t r = gpuFlush(comm, launch);
-    if (result == ncclSuccess) result = r;
-  }
-  if (result == ncclSuccess) result = runLanes(lanes);
-  for (ncclComm* comm : comms) {
-    const int r = comm->exec.result.load();
+    const ncclResult_t r = comm->executor ? comm->executor->runError() : ncclSuccess;
     if (r != ncclSuccess) {
       comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
       comm->breakConnections();

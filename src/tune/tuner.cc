@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
-#include "device/common/ring_algorithms.h"  // kPairAllReduceMaxBytes
 #include "core/debug.h"
 #include "core/env.h"
+#include "device/common/ring_algorithms.h"  // kPairAllReduceMaxBytes
 #include "src/tune/setting_list.h"
 
 namespace chorus {

@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "src/bootstrap/bootstrap_root.h"
-#include "src/bootstrap/bootstrap_wire.h"
+#include "core/debug.h"
 #include "core/interfaces.h"
 #include "core/socket.h"
-#include "core/debug.h"
+#include "src/bootstrap/bootstrap_root.h"
+#include "src/bootstrap/bootstrap_wire.h"
 
 namespace chorus {
 namespace {

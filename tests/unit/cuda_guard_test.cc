@@ -18,8 +18,8 @@
 
 #include "core/cuda_driver_api.h"
 #include "fake_cuda_driver.h"
-#include "src/gpu/gpu_executor.h"
 #include "nccl.h"
+#include "src/executor/cuda/cuda_executor.h"
 
 namespace chorus {
 namespace {

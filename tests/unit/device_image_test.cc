@@ -1,10 +1,10 @@
 // The CUDA executor's inputs, checked without a GPU: communicators built by the host
 // runtime (ncclCommInitAll, in-process P2P connections) are laid out as device images
 // (src/enqueue/device_image.h) at an address other than where they were built, and the
-// kernel's body (programs::runLane) runs them with teams of host threads. Results must
+// kernel's body (programs::runLaneAsTeam) runs them with teams of host threads. Results must
 // be right, and only the image's copies of the FifoEnds may move: the host's stay put.
 // Also: which calls share a kernel launch (gpu_enqueue.h), and the shared-GPU check.
-#include "src/enqueue/device_image.h"
+#include "src/executor/cuda/device_image.h"
 
 #include <gtest/gtest.h>
 
@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "device/common/lane_program.h"
-#include "src/enqueue/executor_choice.h"
-#include "src/enqueue/gpu_enqueue.h"
-#include "src/enqueue/plan.h"
 #include "nccl.h"
+#include "src/enqueue/plan.h"
+#include "src/executor/cuda/cuda_executor.h"
+#include "src/executor/cuda/kernel_runs.h"
 #include "team_exec.h"
 #include "work_item_fixture.h"
 
@@ -103,7 +103,7 @@ void runTeams(const std::vector<CommView>& views, const std::vector<LaunchImage>
       for (int t = 0; t < kTeamSize; ++t) {
         threads.emplace_back([&, r, lane, team, t] {
           TeamExec exec(contexts[r], *team, t, kTeamSize);
-          programs::runLane<int32_t, RedOp<int32_t, RedKind::Sum>>(exec, views[r], lane.items, lane.nItems);
+          programs::runLaneAsTeam<int32_t, RedOp<int32_t, RedKind::Sum>>(exec, views[r], lane.items, lane.nItems);
         });
       }
     }

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "src/comm/comm.h"
 #include "core/cuda_driver_api.h"
 #include "fake_cuda_driver.h"
-#include "src/gpu/gpu_executor.h"
 #include "nccl.h"
+#include "src/comm/comm.h"
+#include "src/executor/cuda/cuda_executor.h"
 
 namespace chorus {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/debug.h"
-#include "transport/net/ib_net.h"
 #include "socket_net_fixture.h"
+#include "transport/net/ib_net.h"
 
 namespace chorus {
 namespace {

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "core/debug.h"
+#include "socket_net_fixture.h"
 #include "transport/net/ib_comm.h"
 #include "transport/net/ib_connect.h"
 #include "transport/net/ib_net_wire.h"
 #include "transport/net/ib_verbs_api.h"
-#include "socket_net_fixture.h"
 
 namespace chorus {
 namespace {

@@ -14,8 +14,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/interfaces.h"
 #include "core/debug.h"
+#include "core/interfaces.h"
 
 namespace chorus {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "device/common/ring_algorithms.h"
 #include "core/debug.h"
+#include "device/common/ring_algorithms.h"
 #include "src/tune/setting_list.h"
 
 namespace chorus {

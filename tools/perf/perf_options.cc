@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace chorus::perf {
 namespace {
@@ -35,15 +36,6 @@ void printUsage(const char* program) {
                program);
 }
 
-bool parseInt(const char* text, int minValue, int* value) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text, &end, 0);
-  if (errno != 0 || end == text || *end != '\0' || v < minValue || v > 1 << 30) return false;
-  *value = static_cast<int>(v);
-  return true;
-}
-
 }  // namespace
 
 int parsePerfOptions(int argc, char** argv, PerfOptions* o) {
@@ -69,76 +61,58 @@ int parsePerfOptions(int argc, char** argv, PerfOptions* o) {
                                         {nullptr, 0, nullptr, 0}};
   optind = 1;
   int c, flag = 0;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:G:C:a:h", kLongOptions, nullptr)) != -1) {
+  const std::string letters = std::string(kSweepFlagLetters) + "t:g:m:p:o:d:r:z:G:C:a:h";
+  while ((c = getopt_long(argc, argv, letters.c_str(), kLongOptions, nullptr)) != -1) {
     bool ok = true;
-    switch (c) {
-      case 't':
-        ok = parseInt(optarg, 1, &o->nThreads);
-        break;
-      case 'g':
-        ok = parseInt(optarg, 1, &o->nGpus);
-        break;
-      case 'b':
-        ok = parseSize(optarg, &o->minBytes);
-        break;
-      case 'e':
-        ok = parseSize(optarg, &o->maxBytes);
-        break;
-      case 'i':
-        ok = parseSize(optarg, &o->stepBytes) && o->stepBytes > 0;
-        break;
-      case 'f': {
-        char* end = nullptr;
-        o->stepFactor = std::strtod(optarg, &end);
-        ok = end != optarg && *end == '\0' && o->stepFactor >= 1;
-        break;
+    const FlagParse sweep = parseSweepFlag(c, optarg, o);
+    if (sweep != FlagParse::NotASweepFlag) {
+      ok = sweep == FlagParse::Ok;
+    } else {
+      switch (c) {
+        case 't':
+          ok = parseInt(optarg, 1, &o->nThreads);
+          break;
+        case 'g':
+          ok = parseInt(optarg, 1, &o->nGpus);
+          break;
+        case 'm':
+          ok = parseInt(optarg, 1, &o->aggIters);
+          break;
+        case 'p':
+          ok = parseInt(optarg, 0, &flag);
+          o->parallelInit = flag != 0;
+          break;
+        case 'o':
+          ok = parseOpList(optarg, &o->ops);
+          break;
+        case 'd':
+          ok = parseTypeList(optarg, &o->types);
+          break;
+        case 'r':
+          ok = parseInt(optarg, 0, &o->root);
+          break;
+        case 'z':
+          ok = parseInt(optarg, 0, &flag);
+          o->blocking = flag != 0;
+          break;
+        case 'G':
+          std::fprintf(stderr, "# -G/--cudagraph %s ignored: the CPU executor has no CUDA graphs\n", optarg);
+          break;
+        case 'C':
+          ok = parseInt(optarg, 0, &flag);
+          o->reportCpuTime = flag != 0;
+          break;
+        case 'a':
+          ok = parseInt(optarg, 0, &flag) && flag <= 3;
+          o->average = static_cast<AverageMode>(flag);
+          break;
+        case 'h':
+          printUsage(argv[0]);
+          return -1;
+        default:
+          printUsage(argv[0]);
+          return 1;
       }
-      case 'n':
-        ok = parseInt(optarg, 1, &o->iters);
-        break;
-      case 'm':
-        ok = parseInt(optarg, 1, &o->aggIters);
-        break;
-      case 'w':
-        ok = parseInt(optarg, 0, &o->warmupIters);
-        break;
-      case 'p':
-        ok = parseInt(optarg, 0, &flag);
-        o->parallelInit = flag != 0;
-        break;
-      case 'c':
-        ok = parseInt(optarg, 0, &o->check);
-        break;
-      case 'o':
-        ok = parseOpList(optarg, &o->ops);
-        break;
-      case 'd':
-        ok = parseTypeList(optarg, &o->types);
-        break;
-      case 'r':
-        ok = parseInt(optarg, 0, &o->root);
-        break;
-      case 'z':
-        ok = parseInt(optarg, 0, &flag);
-        o->blocking = flag != 0;
-        break;
-      case 'G':
-        std::fprintf(stderr, "# -G/--cudagraph %s ignored: the CPU executor has no CUDA graphs\n", optarg);
-        break;
-      case 'C':
-        ok = parseInt(optarg, 0, &flag);
-        o->reportCpuTime = flag != 0;
-        break;
-      case 'a':
-        ok = parseInt(optarg, 0, &flag) && flag <= 3;
-        o->average = static_cast<AverageMode>(flag);
-        break;
-      case 'h':
-        printUsage(argv[0]);
-        return -1;
-      default:
-        printUsage(argv[0]);
-        return 1;
     }
     if (!ok) {
       std::fprintf(stderr, "%s: invalid value '%s' for -%c\n", argv[0], optarg, c);
@@ -156,17 +130,6 @@ int parsePerfOptions(int argc, char** argv, PerfOptions* o) {
     return 1;
   }
   return 0;
-}
-
-std::vector<size_t> sweepSizes(const PerfOptions& o) {
-  std::vector<size_t> sizes;
-  for (size_t size = o.minBytes; size <= o.maxBytes;) {
-    sizes.push_back(size);
-    size_t next = o.stepFactor > 1 ? static_cast<size_t>(static_cast<double>(size) * o.stepFactor) : size + o.stepBytes;
-    if (next <= size) break;  // -b 0 with a factor, or overflow
-    size = next;
-  }
-  return sizes;
 }
 
 }  // namespace chorus::perf

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/interfaces.h"
 #include "core/debug.h"
 #include "core/env.h"
+#include "core/interfaces.h"
 #include "transport/net/ib_comm.h"
 #include "transport/net/ib_connect.h"
 #include "transport/net/ib_net_wire.h"
@@ -229,13 +229,7 @@ ncclResult_t IbNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm) {
 }
 
 ncclResult_t IbNet::regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) {
-  if (mhandle != nullptr) *mhandle = nullptr;
-  if (comm == nullptr || mhandle == nullptr) return invalid("regMr(): null comm or mhandle");
-  if (data == nullptr && size > 0) return invalid("regMr(): null data");
-  if (type != kNetPtrHost) {
-    WARN("NET/IB : regMr(): memory type %d is not supported (host memory only)", type);
-    return ncclInvalidArgument;
-  }
+  CHORUS_CHECK(checkRegMr("IB", comm, data, size, type, mhandle));
   std::lock_guard<std::mutex> lock(mutex_);
   IbComm* ibComm = findComm(comm);
   if (ibComm == nullptr) return invalid("regMr(): not a send or receive comm of this net");

@@ -12,6 +12,24 @@ ncclResult_t checkNetBuffer(const char* net, const char* call, const void* data,
   return ncclSuccess;
 }
 
+ncclResult_t checkRegMr(const char* net, const void* comm, const void* data, size_t size, int type,
+                        NetMemHandle** mhandle) {
+  if (mhandle != nullptr) *mhandle = nullptr;
+  if (comm == nullptr || mhandle == nullptr) {
+    WARN("NET/%s : regMr(): null comm or mhandle", net);
+    return ncclInvalidArgument;
+  }
+  if (data == nullptr && size > 0) {
+    WARN("NET/%s : regMr(): null data for %zu bytes", net, size);
+    return ncclInvalidArgument;
+  }
+  if (type != kNetPtrHost) {
+    WARN("NET/%s : regMr(): memory type %d is not supported (host memory only)", net, type);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t checkSingleReceive(const char* net, int n, void* const* data, const int* sizes) {
   if (n != 1) {
     WARN("NET/%s : irecv(): %d receives at once; this net takes exactly 1 (maxRecvs)", net, n);

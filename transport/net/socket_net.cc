@@ -232,12 +232,7 @@ ncclResult_t SocketNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm
 }
 
 ncclResult_t SocketNet::regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) {
-  if (comm == nullptr || mhandle == nullptr) return invalid("regMr(): null comm or mhandle");
-  if (data == nullptr && size > 0) return invalid("regMr(): null data");
-  if (type != kNetPtrHost) {
-    WARN("NET/Socket: regMr(): memory type %d is not supported (host memory only)", type);
-    return ncclInvalidArgument;
-  }
+  CHORUS_CHECK(checkRegMr("Socket", comm, data, size, type, mhandle));
   std::lock_guard<std::mutex> lock(mutex_);
   if (comms_.count(comm) == 0) return invalid("regMr(): not a send or receive comm of this net");
   *mhandle = hostRegistrationHandle();

@@ -1,11 +1,10 @@
-#include "src/enqueue/gpu_enqueue.h"
+#include "src/executor/cuda/kernel_runs.h"
 
 #include <algorithm>
 
-#include "device/common/datatypes.h"
 #include "core/debug.h"
+#include "device/common/datatypes.h"
 #include "src/enqueue/plan.h"
-#include "src/gpu/gpu_executor.h"
 
 namespace chorus {
 namespace {
@@ -41,22 +40,6 @@ ncclResult_t splitIntoKernelRuns(const ncclComm* comm, const std::vector<CollOp>
     runs->back().ops.push_back(planned);
   }
   if (!p2p.ops.empty()) runs->push_back(std::move(p2p));
-  return ncclSuccess;
-}
-
-ncclResult_t stageOnGpu(ncclComm* comm, const std::vector<CollOp>& ops) {
-  std::vector<cudaStream_t> streams;
-  for (const CollOp& op : ops)
-    if (std::find(streams.begin(), streams.end(), op.stream) == streams.end()) streams.push_back(op.stream);
-  std::vector<KernelRun> runs;
-  CHORUS_CHECK(splitIntoKernelRuns(comm, ops, &runs));
-  std::vector<Lane*> lanes;
-  for (const KernelRun& run : runs) {
-    lanes.clear();
-    CHORUS_CHECK(buildLanes(comm, run.ops, &lanes));
-    if (lanes.empty()) continue;
-    CHORUS_CHECK(gpuEnqueue(comm, lanes, run.dtype, run.kind, streams));
-  }
   return ncclSuccess;
 }
 

@@ -1,5 +1,5 @@
-// The CPU executor: runs the lanes of one or more communicators' plans on the
-// calling thread, one fiber per lane, with device/common's programs.
+// The CPU executor's device side: runs the lanes of one or more communicators' plans on
+// the calling thread, one fiber per lane, with device/common's programs.
 #pragma once
 
 #include <vector>
@@ -9,15 +9,15 @@
 
 namespace chorus {
 
-struct Lane {
-  const CommView* comm;
+// A lane as the CPU runs it: the plan's lane and its communicator's run state.
+struct HostLane {
+  const Lane* lane;
   ExecContext* ctx;
-  std::vector<WorkItem> items;  // run in order
 };
 
 // Runs every lane to completion (or until its communicator fails). Each lane's
 // failure lands in its ExecContext. Returns ncclSystemError only if the lanes could
 // not be started at all.
-ncclResult_t runLanes(const std::vector<Lane*>& lanes);
+ncclResult_t runHostLanes(const std::vector<const HostLane*>& lanes);
 
 }  // namespace chorus

@@ -1,52 +1,28 @@
-#include "src/enqueue/executor_choice.h"
+#include "src/executor/executor_choice.h"
 
-#include <cstdio>
+#include <unistd.h>
+
 #include <string>
 
 #include "core/cuda_driver_api.h"
 #include "core/debug.h"
-#include "core/env.h"
+#include "src/executor/cpu/cpu_executor.h"
+#include "src/executor/cuda/cuda_executor.h"
 
 namespace chorus {
 namespace {
 
 std::string gpuName(int ordinal) { return ordinal >= 0 ? "GPU " + std::to_string(ordinal) : std::string("a GPU"); }
 
-ncclResult_t becomeGpuCommunicator(ncclComm* comm, const char* func) {
-  const int other = sharedGpuPeer(*comm);
-  if (other >= 0 && envInt("CHORUS_ALLOW_SHARED_GPU", 0) != 1) {
-    WARN(
-        "%s: invalid usage: rank %d and rank %d both use CUDA device %d on this host (NCCL refuses this: "
-        "\"Duplicate GPU detected\"); set CHORUS_ALLOW_SHARED_GPU=1 to run several ranks on one GPU",
-        func, comm->rank, other, comm->cudaDev);
-    return ncclInvalidUsage;
-  }
-  comm->executor = ExecutorKind::Cuda;
-  return ncclSuccess;
-}
+ExecutorChoice choiceOf(const ncclComm* comm) { return comm->executorChoice.load(std::memory_order_acquire); }
 
 }  // namespace
 
-int sharedGpuPeer(const ncclComm& comm) {
-  const PeerInfo* self = nullptr;
-  for (const PeerInfo& p : comm.peers)
-    if (p.rank == comm.rank) self = &p;
-  if (self == nullptr) return -1;
-  for (const PeerInfo& p : comm.peers) {
-    if (p.rank == comm.rank || p.hostHash != self->hostHash) continue;
-    // The GPU's PCI location where both know it: device numbers differ per process with
-    // CUDA_VISIBLE_DEVICES (every rank may be "device 0" on a GPU of its own).
-    const bool same =
-        p.gpuBusId != 0 && self->gpuBusId != 0 ? p.gpuBusId == self->gpuBusId : p.cudaDev == self->cudaDev;
-    if (same) return p.rank;
-  }
-  return -1;
-}
-
 ncclResult_t checkBufferForExecutor(ncclComm* comm, const void* ptr, const char* arg, const char* func) {
   const PointerKind kind = classifyPointer(ptr);
+  const ExecutorChoice choice = choiceOf(comm);
   if (kind.device) {
-    if (comm->executor == ExecutorKind::Cpu) {
+    if (choice == ExecutorChoice::Cpu) {
       WARN(
           "%s: invalid argument: %s %p is device memory of %s, but communicator %p (rank %d) runs on the CPU "
           "executor: its first call was given host memory, and a communicator keeps its executor",
@@ -66,10 +42,12 @@ ncclResult_t checkBufferForExecutor(ncclComm* comm, const void* ptr, const char*
            kind.ordinal, static_cast<void*>(comm), comm->rank, comm->cudaDev);
       return ncclInvalidArgument;
     }
-    if (comm->executor == ExecutorKind::Cuda) return ncclSuccess;
-    return becomeGpuCommunicator(comm, func);
+    if (choice == ExecutorChoice::Cuda) return ncclSuccess;
+    CHORUS_CHECK(checkGpuNotShared(*comm, func));
+    comm->executorChoice.store(ExecutorChoice::Cuda, std::memory_order_release);
+    return ncclSuccess;
   }
-  if (comm->executor == ExecutorKind::Cuda && !kind.gpuReachable) {
+  if (choice == ExecutorChoice::Cuda && !kind.gpuReachable) {
     WARN(
         "%s: invalid argument: %s %p is pageable host memory, which the GPU of communicator %p (rank %d) cannot "
         "reach; use device memory (cudaMalloc, ncclMemAlloc), pinned memory (cudaHostAlloc, cudaHostRegister) or "
@@ -77,8 +55,24 @@ ncclResult_t checkBufferForExecutor(ncclComm* comm, const void* ptr, const char*
         func, arg, ptr, static_cast<void*>(comm), comm->rank);
     return ncclInvalidArgument;
   }
-  if (comm->executor == ExecutorKind::Undecided) comm->executor = ExecutorKind::Cpu;
+  if (choice == ExecutorChoice::Undecided) comm->executorChoice.store(ExecutorChoice::Cpu, std::memory_order_release);
   return ncclSuccess;
+}
+
+Executor& executorFor(ncclComm* comm) {
+  const ExecutorChoice choice = choiceOf(comm);
+  const bool chosen = comm->chosenExecutor.load(std::memory_order_relaxed) != nullptr;  // only this thread sets it
+  if (!chosen && choice == ExecutorChoice::Cuda) {
+    // Replaces the CPU executor that ran calls without buffers, if any: it was never
+    // published, so no other thread can hold it.
+    comm->executor = makeCudaExecutor();
+  } else if (!comm->executor) {
+    const bool oversubscribed = comm->localRanks > sysconf(_SC_NPROCESSORS_ONLN);
+    comm->executor = std::make_unique<CpuExecutor>(&comm->abortFlag, comm->rank, comm->timeoutSec, oversubscribed);
+  }
+  if (!chosen && choice != ExecutorChoice::Undecided)
+    comm->chosenExecutor.store(comm->executor.get(), std::memory_order_release);
+  return *comm->executor;
 }
 
 }  // namespace chorus

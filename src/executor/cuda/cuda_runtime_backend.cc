@@ -1,15 +1,14 @@
-// gpu_executor.h for builds with the CUDA executor: the kernels are in this library
+// cuda_backend.h for builds with the CUDA executor: the kernels are in this library
 // (device/cuda, with the CUDA runtime linked statically, which loads the driver only
 // when first used), and run when a driver and a GPU are there.
 #include <cuda_runtime.h>
 
 #include <mutex>
 
-#include "src/comm/comm.h"
 #include "core/debug.h"
-#include "src/enqueue/executor_choice.h"
-#include "src/gpu/cuda_comm.h"
-#include "src/gpu/gpu_backend.h"
+#include "src/comm/comm.h"
+#include "src/executor/cuda/cuda_backend.h"
+#include "src/executor/cuda/cuda_comm.h"
 
 namespace chorus {
 
@@ -40,20 +39,11 @@ int currentCudaDevice() {
   return device;
 }
 
-ncclResult_t backendEnqueue(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                            const std::vector<cudaStream_t>& streams) {
-  if (!comm->gpu) {
-    CudaComm* created = nullptr;
-    CHORUS_CHECK(CudaComm::create(*comm, sharedGpuPeer(*comm) >= 0, &created));
-    comm->gpu.reset(created);
-    comm->gpuForQueries.store(created, std::memory_order_release);
-  }
-  return static_cast<CudaComm*>(comm->gpu.get())->stage(comm, lanes, dtype, kind, streams);
-}
-
-ncclResult_t backendFlush(ncclComm* comm, bool launch) {
-  if (!comm->gpu) return ncclSuccess;
-  return static_cast<CudaComm*>(comm->gpu.get())->flush(*comm, launch);
+ncclResult_t createGpuComm(const ncclComm& comm, bool sharedGpu, std::unique_ptr<GpuComm>* out) {
+  CudaComm* created = nullptr;
+  CHORUS_CHECK(CudaComm::create(comm, sharedGpu, &created));
+  out->reset(created);
+  return ncclSuccess;
 }
 
 uint64_t gpuBusIdOf(int device) {
@@ -67,16 +57,6 @@ uint64_t gpuBusIdOf(int device) {
   }
   // domain:bus:device, plus one so that 0 stays "unknown".
   return ((static_cast<uint64_t>(domain) << 16 | static_cast<uint64_t>(bus) << 8 | static_cast<uint64_t>(slot)) + 1);
-}
-
-ncclResult_t gpuAsyncError(ncclComm* comm) {
-  GpuComm* gpu = comm->gpuForQueries.load(std::memory_order_acquire);
-  return gpu ? static_cast<CudaComm*>(gpu)->asyncError(*comm) : ncclSuccess;
-}
-
-void gpuAbort(ncclComm* comm) {
-  // From any thread: a watchdog aborts while the owner may be inside a call.
-  if (GpuComm* gpu = comm->gpuForQueries.load(std::memory_order_acquire)) static_cast<CudaComm*>(gpu)->abort();
 }
 
 bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result) {

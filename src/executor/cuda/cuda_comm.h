@@ -1,4 +1,4 @@
-// A GPU communicator's CUDA resources (gpu_executor.h's GpuComm): the image of its
+// A GPU communicator's CUDA resources (cuda_backend.h's GpuComm): the image of its
 // connections in device memory, the abort flag and kernel status in mapped host memory,
 // its FIFO memory registered with the GPU, and pinned staging for each launch's work
 // items, reused once the launch has completed (kept while a captured CUDA graph may
@@ -16,9 +16,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "src/comm/comm.h"
 #include "device/cuda/kernel_args.h"
-#include "src/gpu/gpu_executor.h"
+#include "src/comm/comm.h"
+#include "src/executor/cuda/cuda_backend.h"
 
 namespace chorus {
 
@@ -28,12 +28,11 @@ class CudaComm final : public GpuComm {
   static ncclResult_t create(const ncclComm& comm, bool sharedGpu, CudaComm** out);
   ~CudaComm() override;
 
-  // Stages one kernel's work (gpuEnqueue), then launches everything staged (gpuFlush).
   ncclResult_t stage(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
-                     const std::vector<cudaStream_t>& streams);
-  ncclResult_t flush(const ncclComm& comm, bool launch);
-  ncclResult_t asyncError(const ncclComm& comm);
-  void abort() { *reinterpret_cast<volatile uint32_t*>(abortHost_) = 1; }
+                     const std::vector<cudaStream_t>& streams) override;
+  ncclResult_t flush(const ncclComm& comm, bool launch) override;
+  ncclResult_t asyncError(const ncclComm& comm) override;
+  void abort() override { *reinterpret_cast<volatile uint32_t*>(abortHost_) = 1; }
 
  private:
   struct Staging {

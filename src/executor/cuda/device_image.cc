@@ -1,4 +1,4 @@
-#include "src/enqueue/device_image.h"
+#include "src/executor/cuda/device_image.h"
 
 #include <algorithm>
 #include <cstring>

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "src/comm/comm.h"
-#include "device/cpu/cpu_executor.h"
+#include "device/common/work.h"
 #include "device/cuda/kernel_args.h"
+#include "src/comm/comm.h"
 
 namespace chorus {
 

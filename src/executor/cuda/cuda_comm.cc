@@ -1,4 +1,4 @@
-#include "src/gpu/cuda_comm.h"
+#include "src/executor/cuda/cuda_comm.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,8 +7,8 @@
 
 #include "core/debug.h"
 #include "device/cuda/cuda_launch.h"
-#include "src/enqueue/device_image.h"
-#include "src/gpu/host_registry.h"
+#include "src/executor/cuda/device_image.h"
+#include "src/executor/cuda/host_registry.h"
 
 namespace chorus {
 namespace {
@@ -61,7 +61,7 @@ ncclResult_t CudaComm::create(const ncclComm& comm, bool sharedGpu, CudaComm** o
   DeviceScope scope(comm.cudaDev);
   RelaxedCapture relaxed;
   CHORUS_CHECK(prepareCollectiveKernels());
-  auto* c = new CudaComm(comm.cudaDev, comm.exec.timeoutSec, sharedGpu);
+  auto* c = new CudaComm(comm.cudaDev, comm.timeoutSec, sharedGpu);
   std::unique_ptr<CudaComm> owned(c);
   CHORUS_CUDA(cudaStreamCreateWithFlags(&c->copyStream_, cudaStreamNonBlocking), comm.rank);
   CHORUS_CUDA(cudaEventCreateWithFlags(&c->lastKernel_, cudaEventDisableTiming), comm.rank);

@@ -5,8 +5,9 @@
 
 #include <vector>
 
-#include "src/comm/comm.h"
 #include "src/enqueue/op.h"
+
+struct ncclComm;
 
 namespace chorus {
 
@@ -23,9 +24,5 @@ struct KernelRun {
 // that they run concurrently whatever order each rank called them in (collectives come
 // in the same order on every rank; point-to-point calls need not).
 ncclResult_t splitIntoKernelRuns(const ncclComm* comm, const std::vector<CollOp>& ops, std::vector<KernelRun>* runs);
-
-// Plans and stages `ops` on `comm` (a GPU communicator): one kernel per run, on the first
-// call's stream, ordered with the other calls' streams. gpuFlush launches them.
-ncclResult_t stageOnGpu(ncclComm* comm, const std::vector<CollOp>& ops);
 
 }  // namespace chorus

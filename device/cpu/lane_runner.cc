@@ -1,4 +1,4 @@
-#include "device/cpu/cpu_executor.h"
+#include "device/cpu/lane_runner.h"
 
 #include "core/debug.h"
 #include "device/cpu/cpu_programs.h"
@@ -21,27 +21,29 @@ void runWorkItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const Wo
   }
 }
 
-void runLane(Lane& lane) {
-  CpuExec exec(*lane.ctx);
+// One fiber's whole life: the lane's items in order, until one fails.
+void runLaneToEnd(const HostLane& host) {
+  const Lane& lane = *host.lane;
+  CpuExec exec(*host.ctx);
   const int savedRank = logRank();  // WARN lines name the lane's rank
   if (savedRank != lane.comm->rank) setLogRank(lane.comm->rank);
   for (const WorkItem& w : lane.items) {
-    if (lane.ctx->failed()) break;
-    runWorkItem(exec, *lane.ctx, *lane.comm, w);
+    if (host.ctx->failed()) break;
+    runWorkItem(exec, *host.ctx, *lane.comm, w);
   }
   if (savedRank != lane.comm->rank) setLogRank(savedRank);
 }
 
 }  // namespace
 
-ncclResult_t runLanes(const std::vector<Lane*>& lanes) {
+ncclResult_t runHostLanes(const std::vector<const HostLane*>& lanes) {
   if (lanes.size() == 1) {  // the common blocking call: no fiber, nothing to allocate
-    runLane(*lanes[0]);
+    runLaneToEnd(*lanes[0]);
     return ncclSuccess;
   }
   std::vector<FiberScheduler::Task> tasks;
   tasks.reserve(lanes.size());
-  for (Lane* lane : lanes) tasks.emplace_back([lane] { runLane(*lane); });
+  for (const HostLane* lane : lanes) tasks.emplace_back([lane] { runLaneToEnd(*lane); });
   if (!FiberScheduler::runAll(tasks)) return ncclSystemError;
   return ncclSuccess;
 }

@@ -1,6 +1,6 @@
-// gpu_executor.h for builds without nvcc: the CUDA executor is absent and says so.
+// cuda_backend.h for builds without nvcc: the CUDA executor is absent and says so.
 #include "core/debug.h"
-#include "src/gpu/gpu_backend.h"
+#include "src/executor/cuda/cuda_backend.h"
 
 namespace chorus {
 
@@ -12,17 +12,13 @@ bool backendAvailable(std::string* why) {
 
 int currentCudaDevice() { return 0; }
 
-ncclResult_t backendEnqueue(ncclComm*, const std::vector<Lane*>&, ncclDataType_t, RedKind,
-                            const std::vector<cudaStream_t>&) {
+ncclResult_t createGpuComm(const ncclComm&, bool, std::unique_ptr<GpuComm>*) {
   WARN("CUDA executor: this build has none");
   return ncclInvalidUsage;
 }
 
-ncclResult_t backendFlush(ncclComm*, bool) { return ncclSuccess; }
 uint64_t gpuBusIdOf(int) { return 0; }
 
-ncclResult_t gpuAsyncError(ncclComm*) { return ncclSuccess; }
-void gpuAbort(ncclComm*) {}
 bool gpuMemAlloc(void**, size_t, ncclResult_t*) { return false; }
 bool gpuMemFree(void*, ncclResult_t*) { return false; }
 

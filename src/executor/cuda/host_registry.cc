@@ -1,4 +1,4 @@
-#include "src/gpu/host_registry.h"
+#include "src/executor/cuda/host_registry.h"
 
 namespace chorus {
 

@@ -1,0 +1,26 @@
+#include "src/executor/cpu/cpu_executor.h"
+
+#include "core/debug.h"
+#include "src/comm/comm.h"
+#include "src/enqueue/plan.h"
+
+namespace chorus {
+
+CpuExecutor::CpuExecutor(const std::atomic<uint32_t>* abortFlag, int rank, double timeoutSec, bool oversubscribed) {
+  ctx_.abortFlag = abortFlag;
+  ctx_.rank = rank;
+  ctx_.timeoutSec = timeoutSec;
+  ctx_.spins = oversubscribed ? ExecContext::kOversubscribedSpins : ExecContext::kDefaultSpins;
+}
+
+ncclResult_t CpuExecutor::stage(ncclComm* comm, const std::vector<CollOp>& ops, GroupLaunch& group) {
+  lanes_.clear();
+  CHORUS_CHECK(buildLanes(comm, ops, &lanes_));
+  // Filled whole before any pointer into it is handed out: the vector may grow.
+  hostLanes_.clear();
+  for (const Lane* lane : lanes_) hostLanes_.push_back(HostLane{lane, &ctx_});
+  for (const HostLane& lane : hostLanes_) group.addHostLane(&lane);
+  return ncclSuccess;
+}
+
+}  // namespace chorus

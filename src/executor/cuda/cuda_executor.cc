@@ -1,0 +1,119 @@
+// The CUDA executor: a group's calls on a GPU communicator are split into kernel runs,
+// planned as lanes, staged as kernels on the GPU communicator's resources (created at the
+// first call) and launched when the group starts. Plain C++: the CUDA runtime calls are
+// the backend's (cuda_backend.h).
+#include "src/executor/cuda/cuda_executor.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "core/debug.h"
+#include "core/env.h"
+#include "src/comm/comm.h"
+#include "src/enqueue/plan.h"
+#include "src/executor/cuda/cuda_backend.h"
+#include "src/executor/cuda/kernel_runs.h"
+
+namespace chorus {
+namespace {
+
+std::atomic<const GpuLaunchHooks*> gHooks{nullptr};
+
+class CudaExecutor final : public Executor {
+ public:
+  ~CudaExecutor() override {
+    published_.store(nullptr);
+    gpu_.reset();  // waits for the kernels
+  }
+
+  ncclResult_t stage(ncclComm* comm, const std::vector<CollOp>& ops, GroupLaunch& group) override {
+    group.addLaunch(this, comm);  // first: what is staged is dropped at start if a later step fails
+    std::vector<cudaStream_t> streams;
+    for (const CollOp& op : ops)
+      if (std::find(streams.begin(), streams.end(), op.stream) == streams.end()) streams.push_back(op.stream);
+    std::vector<KernelRun> runs;
+    CHORUS_CHECK(splitIntoKernelRuns(comm, ops, &runs));
+    std::vector<Lane*> lanes;
+    for (const KernelRun& run : runs) {
+      lanes.clear();
+      CHORUS_CHECK(buildLanes(comm, run.ops, &lanes));
+      if (lanes.empty()) continue;
+      CHORUS_CHECK(enqueue(comm, lanes, run.dtype, run.kind, streams));
+    }
+    return ncclSuccess;
+  }
+
+  ncclResult_t launch(ncclComm* comm, bool go) override {
+    if (gHooks.load() != nullptr || !gpu_) return ncclSuccess;
+    return gpu_->flush(*comm, go);
+  }
+
+  ncclResult_t runError() const override { return ncclSuccess; }  // nothing runs on the caller
+
+  ncclResult_t asyncError(ncclComm* comm) override {
+    GpuComm* gpu = published_.load(std::memory_order_acquire);
+    return gpu ? gpu->asyncError(*comm) : ncclSuccess;
+  }
+
+  void abort() override {
+    // From any thread: a watchdog aborts while the owner may be inside a call.
+    if (GpuComm* gpu = published_.load(std::memory_order_acquire)) gpu->abort();
+  }
+
+ private:
+  ncclResult_t enqueue(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                       const std::vector<cudaStream_t>& streams) {
+    if (const GpuLaunchHooks* hooks = gHooks.load()) return hooks->enqueue(comm, lanes, dtype, kind, streams);
+    if (!gpu_) {
+      CHORUS_CHECK(createGpuComm(*comm, sharedGpuPeer(*comm) >= 0, &gpu_));
+      published_.store(gpu_.get(), std::memory_order_release);
+    }
+    return gpu_->stage(comm, lanes, dtype, kind, streams);
+  }
+
+  std::unique_ptr<GpuComm> gpu_;
+  // gpu_, published for asyncError and abort, which other threads may call while the
+  // owner creates it (PyTorch's watchdog does).
+  std::atomic<GpuComm*> published_{nullptr};
+};
+
+}  // namespace
+
+void setGpuLaunchHooksForTesting(const GpuLaunchHooks* hooks) { gHooks.store(hooks); }
+
+bool gpuExecutorAvailable(std::string* why) {
+  const GpuLaunchHooks* hooks = gHooks.load();
+  return hooks ? hooks->available(why) : backendAvailable(why);
+}
+
+std::unique_ptr<Executor> makeCudaExecutor() { return std::make_unique<CudaExecutor>(); }
+
+int sharedGpuPeer(const ncclComm& comm) {
+  const PeerInfo* self = nullptr;
+  for (const PeerInfo& p : comm.peers)
+    if (p.rank == comm.rank) self = &p;
+  if (self == nullptr) return -1;
+  for (const PeerInfo& p : comm.peers) {
+    if (p.rank == comm.rank || p.hostHash != self->hostHash) continue;
+    // The GPU's PCI location where both know it: device numbers differ per process with
+    // CUDA_VISIBLE_DEVICES (every rank may be "device 0" on a GPU of its own).
+    const bool same =
+        p.gpuBusId != 0 && self->gpuBusId != 0 ? p.gpuBusId == self->gpuBusId : p.cudaDev == self->cudaDev;
+    if (same) return p.rank;
+  }
+  return -1;
+}
+
+ncclResult_t checkGpuNotShared(const ncclComm& comm, const char* func) {
+  const int other = sharedGpuPeer(comm);
+  if (other >= 0 && envInt("CHORUS_ALLOW_SHARED_GPU", 0) != 1) {
+    WARN(
+        "%s: invalid usage: rank %d and rank %d both use CUDA device %d on this host (NCCL refuses this: "
+        "\"Duplicate GPU detected\"); set CHORUS_ALLOW_SHARED_GPU=1 to run several ranks on one GPU",
+        func, comm.rank, other, comm.cudaDev);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace chorus

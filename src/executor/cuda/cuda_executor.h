@@ -1,0 +1,63 @@
+// The CUDA executor as the rest of Chorus sees it: plain C++, no CUDA headers, so the
+// host runtime builds the same with or without it. Everything of the CUDA executor's
+// host side lives in this folder: the executor (cuda_executor.cc), how a group's calls
+// become kernel runs (kernel_runs.h), the image of a communicator on the GPU
+// (device_image.h), the GPU resources of a communicator (cuda_comm.h, CUDA builds) and
+// the backend that says what this build has (cuda_backend.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device/common/work.h"
+#include "nccl.h"
+#include "src/executor/executor.h"
+
+namespace chorus {
+
+// Whether the CUDA executor can run here; false with `*why` saying what is missing
+// (a build without nvcc, no driver, no GPU).
+bool gpuExecutorAvailable(std::string* why);
+
+// A CUDA executor for one communicator: its calls become kernels on the callers' streams.
+std::unique_ptr<Executor> makeCudaExecutor();
+
+// Whether `comm` may become a GPU communicator: ncclInvalidUsage with a WARN naming
+// `func` and both ranks when another rank of its host uses the same GPU, unless
+// CHORUS_ALLOW_SHARED_GPU=1 (NCCL refuses this: "Duplicate GPU detected").
+ncclResult_t checkGpuNotShared(const ncclComm& comm, const char* func);
+
+// A rank of the same host on the same GPU as `comm`'s rank (by PCI location where known,
+// else by device number), or -1.
+int sharedGpuPeer(const ncclComm& comm);
+
+// The calling thread's current CUDA device, 0 when there is none (as for a CPU-only run).
+int currentCudaDevice();
+
+// A number naming GPU `device`'s PCI location (nonzero), or 0 when unknown: ranks of one
+// host compare these to find a shared GPU, since device numbers depend on
+// CUDA_VISIBLE_DEVICES.
+uint64_t gpuBusIdOf(int device);
+
+// ncclMemAlloc/ncclMemFree's device memory; false when the CUDA executor is absent
+// (the caller then uses host memory).
+bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result);
+bool gpuMemFree(void* ptr, ncclResult_t* result);
+
+// The two entry points the executor uses, replaceable by tests: a stand-in lets the whole
+// host path (executor choice, kernel runs, launches) run on a machine without a GPU.
+// `enqueue` stages `lanes` (the plan of one or more of `comm`'s calls, every item of one
+// data type; `kind` Sum, or any other op for the run-time-op kernel) as one kernel for
+// `streams[0]`, ordered after and before the work on the other streams.
+struct GpuLaunchHooks {
+  bool (*available)(std::string* why);
+  ncclResult_t (*enqueue)(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
+                          const std::vector<cudaStream_t>& streams);
+};
+// Replaces gpuExecutorAvailable and the staging of kernels for the process (nothing is
+// then launched); nullptr restores them.
+void setGpuLaunchHooksForTesting(const GpuLaunchHooks* hooks);
+
+}  // namespace chorus
