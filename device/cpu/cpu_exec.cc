@@ -39,7 +39,8 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
       state->start = now;
       state->nextCheck = now + 1.0;
     }
-    if (ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed)) {
+    if ((ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed)) ||
+        (ctx_.revokeFlag && ctx_.revokeFlag->load(std::memory_order_relaxed))) {
       ctx_.setError(ncclSystemError);
       return Wait::kStop;
     }

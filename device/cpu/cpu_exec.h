@@ -22,6 +22,9 @@ namespace chorus {
 // Shared by every lane of one communicator's run.
 struct ExecContext {
   const std::atomic<uint32_t>* abortFlag = nullptr;
+  // ncclCommRevoke: waits stop as for an abort, but the communicator's bootstrap stays
+  // usable (for ncclCommShrink and ncclCommSplit).
+  const std::atomic<uint32_t>* revokeFlag = nullptr;
   int rank = -1;
   double timeoutSec = 0;  // 0: no timeout
   // Polls before a wait starts yielding. Few when the host runs more ranks than it has

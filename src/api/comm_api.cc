@@ -7,6 +7,7 @@
 
 #include "core/debug.h"
 #include "core/env.h"
+#include "src/api/config.h"
 #include "src/api/export.h"
 #include "src/api/validate.h"
 #include "src/bootstrap/bootstrap.h"
@@ -17,41 +18,6 @@
 using namespace chorus;
 
 namespace {
-
-constexpr unsigned int kConfigMagic = 0xcafebeef;
-// The smallest ncclConfig_t a program may pass: NCCL 2.14's (up to netName).
-constexpr size_t kMinConfigSize = offsetof(ncclConfig_t, netName) + sizeof(const char*);
-
-ncclResult_t parseConfig(const ncclConfig_t* user, CommConfig* out, const char* func) {
-  *out = CommConfig{};
-  int blocking = static_cast<int>(envInt("NCCL_COMM_BLOCKING", 1));
-  if (user != nullptr) {
-    if (user->magic != kConfigMagic) {
-      WARN("%s: invalid argument: config->magic is 0x%x, expected 0x%x (initialize it with NCCL_CONFIG_INITIALIZER)",
-           func, user->magic, kConfigMagic);
-      return ncclInvalidArgument;
-    }
-    if (user->size < kMinConfigSize || user->version < NCCL_VERSION(2, 14, 0)) {
-      WARN("%s: invalid argument: config size %zu / version %u is not an ncclConfig_t this library knows", func,
-           user->size, user->version);
-      return ncclInvalidArgument;
-    }
-    // Older, smaller structs are accepted: read only the fields they have.
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    memcpy(&config, user, std::min(user->size, sizeof(config)));
-    if (config.blocking != NCCL_CONFIG_UNDEF_INT) {
-      if (config.blocking != 0 && config.blocking != 1) {
-        WARN("%s: invalid argument: config->blocking is %d, expected 0 or 1", func, config.blocking);
-        return ncclInvalidArgument;
-      }
-      blocking = config.blocking;
-    }
-    if (user->size >= offsetof(ncclConfig_t, commName) + sizeof(const char*) && config.commName)
-      out->commName = config.commName;
-  }
-  out->blocking = blocking != 0;
-  return ncclSuccess;
-}
 
 ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, int rank, int cudaDev,
                       const ncclConfig_t* config, const char* func) {
@@ -172,12 +138,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
 ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   CHORUS_CHECK(checkComm(comm, "ncclCommAbort"));
-  comm->abortFlag.store(1);
-  // Its asynchronous work (kernels) stops waiting too.
-  if (Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire)) executor->abort();
-  // Another thread may be inside this comm's collective: its waits see the flag
-  // within milliseconds; the memory stays until it has left.
-  while (comm->activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  comm->haltWork(comm->abortFlag);  // the memory stays until every thread has left its work
   INFO(kSubsysInit, "comm %p rank %d nRanks %d - Abort COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
   delete comm;  // the worker sees the flag, stops waiting, and is joined
   return ncclSuccess;

@@ -29,18 +29,6 @@ struct ncclLLA2AHandle;
 
 extern "C" {
 
-ncclResult_t pncclCommSplit(ncclComm_t, int, int, ncclComm_t* newcomm, ncclConfig_t*) {
-  if (newcomm) *newcomm = nullptr;
-  return unsupported("ncclCommSplit", "communicator splitting");
-}
-
-ncclResult_t pncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
-  if (newcomm) *newcomm = nullptr;
-  return unsupported("ncclCommShrink", "communicator shrinking");
-}
-
-ncclResult_t pncclCommRevoke(ncclComm_t, int) { return unsupported("ncclCommRevoke", "communicator revocation"); }
-
 ncclResult_t pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
   if (win) *win = nullptr;
   return unsupported("ncclCommWindowRegister", "symmetric memory windows need the CUDA executor");
@@ -118,9 +106,6 @@ int ncclTeamRankToLsa(ncclComm_t, ncclTeam, int);
 
 }  // extern "C"
 
-CHORUS_EXPORT_ALIAS(ncclCommSplit)
-CHORUS_EXPORT_ALIAS(ncclCommShrink)
-CHORUS_EXPORT_ALIAS(ncclCommRevoke)
 CHORUS_EXPORT_ALIAS(ncclCommWindowRegister)
 CHORUS_EXPORT_ALIAS(ncclCommWindowDeregister)
 CHORUS_EXPORT_ALIAS(ncclDevCommCreate)

@@ -23,17 +23,23 @@ int bootstrapTimeoutSeconds() {
   return static_cast<int>(std::clamp<int64_t>(seconds, 1, 1000000));
 }
 
+// The id's bytes: the secret, the root's address, then one flag byte.
+constexpr size_t kRootOffset = sizeof(uint64_t);
+constexpr size_t kFlagOffset = kRootOffset + sizeof(sockaddr_in6);
+
 void packUniqueId(const UniqueIdContents& contents, ncclUniqueId* id) {
-  static_assert(sizeof(uint64_t) + sizeof(sockaddr_in6) <= sizeof(ncclUniqueId::internal));
+  static_assert(kFlagOffset < sizeof(ncclUniqueId::internal));
   memset(id, 0, sizeof(*id));
   memcpy(id->internal, &contents.secret, sizeof(uint64_t));
-  memcpy(id->internal + sizeof(uint64_t), &contents.root.storage, contents.root.length());
+  memcpy(id->internal + kRootOffset, &contents.root.storage, contents.root.length());
+  id->internal[kFlagOffset] = contents.rootStartedByRank0 ? 1 : 0;
 }
 
 bool unpackUniqueId(const ncclUniqueId& id, UniqueIdContents* contents) {
   memcpy(&contents->secret, id.internal, sizeof(uint64_t));
   sockaddr_in6 raw{};  // the larger of the two; a sockaddr_in fits in its front
-  memcpy(&raw, id.internal + sizeof(uint64_t), sizeof(raw));
+  memcpy(&raw, id.internal + kRootOffset, sizeof(raw));
+  contents->rootStartedByRank0 = id.internal[kFlagOffset] == 1;
   return contents->root.assign(reinterpret_cast<const sockaddr*>(&raw), sizeof(raw));
 }
 
@@ -72,16 +78,18 @@ std::optional<std::string> commIdSetting() {
 
 }  // namespace
 
-ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {
+ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id, RootPlacement placement) {
   if (id == nullptr) {
     WARN("ncclGetUniqueId: uniqueId is NULL");
     return ncclInvalidArgument;
   }
   UniqueIdContents contents;
-  if (auto commId = commIdSetting()) {
+  auto commId = placement == RootPlacement::kAsConfigured ? commIdSetting() : std::nullopt;
+  if (commId) {
     // Rank 0 starts the root at this address in Bootstrap::create.
     CHORUS_CHECK(parseHostPort(*commId, socketFamilySetting(), &contents.root));
     contents.secret = fnv1a64(*commId);
+    contents.rootStartedByRank0 = true;
     packUniqueId(contents, id);
     INFO(kSubsysBootstrap, "Bootstrap: NCCL_COMM_ID=%s, root at %s (started by rank 0)", commId->c_str(),
          contents.root.toString().c_str());
@@ -115,7 +123,7 @@ ncclResult_t Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, con
     WARN("Bootstrap::create: the unique id holds no root address (was it made by ncclGetUniqueId?)");
     return ncclInvalidArgument;
   }
-  if (rank == 0 && commIdSetting()) {
+  if (rank == 0 && contents.rootStartedByRank0) {
     Socket rootListener;
     CHORUS_CHECK(Socket::listen(contents.root, &rootListener));
     INFO(kSubsysBootstrap, "Bootstrap: rank 0 started the NCCL_COMM_ID root on %s",

@@ -23,9 +23,13 @@
 
 namespace chorus {
 
-// Starts a root and fills the id (ncclGetUniqueId). With NCCL_COMM_ID set, only fills
-// the id; rank 0 starts the root in Bootstrap::create.
-ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id);
+// Where the root of a new id runs. kAsConfigured: as ncclGetUniqueId, at NCCL_COMM_ID
+// when it is set (rank 0 starts it in Bootstrap::create); kFresh: a root of its own on
+// this process, as a communicator made from another one (ncclCommSplit) needs.
+enum class RootPlacement { kAsConfigured, kFresh };
+
+// Starts a root (or, for NCCL_COMM_ID, leaves it to rank 0) and fills the id.
+ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id, RootPlacement placement = RootPlacement::kAsConfigured);
 
 class Bootstrap {
  public:

@@ -15,6 +15,7 @@ namespace chorus {
 struct UniqueIdContents {
   uint64_t secret = 0;
   SocketAddress root;
+  bool rootStartedByRank0 = false;  // NCCL_COMM_ID: Bootstrap::create on rank 0 starts the root
 };
 void packUniqueId(const UniqueIdContents& contents, ncclUniqueId* id);
 // False when the id holds no IPv4/IPv6 root address.

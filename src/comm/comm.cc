@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "core/env.h"
@@ -21,6 +23,12 @@ ncclComm::~ncclComm() {
   executor.reset();  // waits for its kernels, which may still be using the connections
   magic = 0;
   chorus::unregisterComm(this);
+}
+
+void ncclComm::haltWork(std::atomic<uint32_t>& flag) {
+  flag.store(1);
+  if (chorus::Executor* e = chosenExecutor.load(std::memory_order_acquire)) e->abort();
+  while (activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void ncclComm::breakConnections() {

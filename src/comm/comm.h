@@ -73,7 +73,9 @@ struct ncclComm {
   std::vector<chorus::PeerInfo> peers;
 
   std::atomic<uint32_t> abortFlag{0};
-  std::atomic<int> activeRuns{0};  // threads running this comm's work now (abort waits for them)
+  std::atomic<uint32_t> revokeFlag{0};  // ncclCommRevoke (or NCCL_SHRINK_ABORT): no more work runs
+  int shrinks = 0;                      // ncclCommShrink calls so far (tells their messages apart)
+  std::atomic<int> activeRuns{0};       // threads running this comm's work now (abort waits for them)
   // ncclSuccess, ncclInProgress while init or async work runs, or the sticky error.
   std::atomic<int> asyncResult{ncclSuccess};
   std::mutex asyncMutex;  // orders asyncResult updates with asyncJobs
@@ -129,6 +131,10 @@ struct ncclComm {
     for (chorus::Connection& c : p2pSend) f(c);
     for (chorus::Connection& c : p2pRecv) f(c);
   }
+  // Sets `flag` (abortFlag or revokeFlag), which every wait of this communicator's work
+  // watches, stops its asynchronous work (kernels), and returns once no thread is inside
+  // its work any more (within milliseconds: waits poll the flag).
+  void haltWork(std::atomic<uint32_t>& flag);
   // Tells every peer this rank gave up on the communicator (its work failed, or it was
   // aborted): their waits on these connections then fail at once instead of timing out.
   void breakConnections();

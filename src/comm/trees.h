@@ -8,7 +8,7 @@
 namespace chorus {
 
 struct TreeLinks {
-  int parent = -1;       // -1 at the root
+  int parent = -1;  // -1 at the root
   int children[2] = {-1, -1};
   int nChildren = 0;
 };

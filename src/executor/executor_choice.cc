@@ -68,7 +68,8 @@ Executor& executorFor(ncclComm* comm) {
     comm->executor = makeCudaExecutor();
   } else if (!comm->executor) {
     const bool oversubscribed = comm->localRanks > sysconf(_SC_NPROCESSORS_ONLN);
-    comm->executor = std::make_unique<CpuExecutor>(&comm->abortFlag, comm->rank, comm->timeoutSec, oversubscribed);
+    comm->executor = std::make_unique<CpuExecutor>(&comm->abortFlag, &comm->revokeFlag, comm->rank, comm->timeoutSec,
+                                                   oversubscribed);
   }
   if (!chosen && choice != ExecutorChoice::Undecided)
     comm->chosenExecutor.store(comm->executor.get(), std::memory_order_release);

@@ -67,9 +67,11 @@ ncclResult_t launchGroup(GroupState& g) {
   ncclResult_t result = ncclSuccess;
   bool inProgress = false;
 
-  // Deferred inits: concurrently, since the ranks of one group wait for each other.
+  // Deferred inits: concurrently, since the ranks of one group wait for each other; the
+  // jobs of one communicator (several splits of one parent) in order, on one thread.
   std::vector<std::thread> threads;
   std::vector<ncclResult_t> initResults(g.inits.size(), ncclSuccess);
+  std::vector<bool> started(g.inits.size(), false);
   for (size_t i = 0; i < g.inits.size(); ++i) {
     ncclComm* comm = g.inits[i].comm;
     if (!comm->config.blocking) {
@@ -77,9 +79,19 @@ ncclResult_t launchGroup(GroupState& g) {
       inProgress = true;
       continue;
     }
-    threads.emplace_back([&, i, comm] {
-      initResults[i] = g.inits[i].run();
-      comm->asyncResult.store(initResults[i]);
+    if (started[i]) continue;
+    std::vector<size_t> mine;
+    for (size_t j = i; j < g.inits.size(); ++j) {
+      if (g.inits[j].comm != comm) continue;
+      mine.push_back(j);
+      started[j] = true;
+    }
+    threads.emplace_back([&, mine, comm] {
+      for (size_t j : mine) {
+        initResults[j] = g.inits[j].run();
+        comm->asyncResult.store(initResults[j]);
+        if (initResults[j] != ncclSuccess) break;
+      }
     });
   }
   for (auto& t : threads) t.join();
@@ -192,6 +204,13 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
          ncclGetErrorString(static_cast<ncclResult_t>(async)));
     groupRecordError(static_cast<ncclResult_t>(async));
     return static_cast<ncclResult_t>(async);
+  }
+  if (comm->revokeFlag.load() != 0) {
+    WARN("Communicator %p (rank %d) was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT): it can only be destroyed, "
+         "split or shrunk",
+         static_cast<void*>(comm), comm->rank);
+    groupRecordError(ncclInvalidUsage);
+    return ncclInvalidUsage;
   }
   if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
     g.comms.push_back(comm);

@@ -502,6 +502,26 @@ TEST(BootstrapTest, CommIdStartsTheRootInRankZero) {
   checkAllGather(all, 16);
 }
 
+// A communicator made from another (ncclCommSplit) needs a root of its own even where
+// NCCL_COMM_ID names the job's: that address is already taken by the parent's root.
+TEST(BootstrapTest, FreshRootIgnoresCommId) {
+  setenv("NCCL_COMM_ID", "127.0.0.1:1", 1);
+  ncclUniqueId configured, fresh;
+  ASSERT_EQ(bootstrapGetUniqueId(&configured), ncclSuccess);
+  ASSERT_EQ(bootstrapGetUniqueId(&fresh, RootPlacement::kFresh), ncclSuccess);
+  unsetenv("NCCL_COMM_ID");
+  UniqueIdContents a, b;
+  ASSERT_TRUE(unpackUniqueId(configured, &a));
+  ASSERT_TRUE(unpackUniqueId(fresh, &b));
+  EXPECT_TRUE(a.rootStartedByRank0);
+  EXPECT_EQ(a.root.toString(), "127.0.0.1:1");
+  EXPECT_FALSE(b.rootStartedByRank0);
+  EXPECT_NE(b.root.toString(), "127.0.0.1:1");
+  BootstrapList all = createAll(fresh, 2);  // its root is already listening
+  ASSERT_FALSE(HasFailure());
+  checkAllGather(all, 8);
+}
+
 // ---- timeouts and aborts ----
 
 TEST(BootstrapTest, RecvTimesOut) {

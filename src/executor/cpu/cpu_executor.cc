@@ -6,8 +6,10 @@
 
 namespace chorus {
 
-CpuExecutor::CpuExecutor(const std::atomic<uint32_t>* abortFlag, int rank, double timeoutSec, bool oversubscribed) {
+CpuExecutor::CpuExecutor(const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag, int rank,
+                         double timeoutSec, bool oversubscribed) {
   ctx_.abortFlag = abortFlag;
+  ctx_.revokeFlag = revokeFlag;
   ctx_.rank = rank;
   ctx_.timeoutSec = timeoutSec;
   ctx_.spins = oversubscribed ? ExecContext::kOversubscribedSpins : ExecContext::kDefaultSpins;

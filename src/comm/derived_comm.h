@@ -1,0 +1,62 @@
+// Communicators made from another (ncclCommSplit, ncclCommShrink): the collective part,
+// over the parent's bootstrap, that tells each rank where it lands and how to join.
+//
+// Split: every rank of the parent all-gathers its color and key; the members of each
+// color are ordered by key, then by parent rank (as NCCL); each new communicator's rank 0
+// starts a fresh bootstrap root, and a second all-gather hands every member its id.
+// Shrink: the survivors know the new order without asking (the parent's, gaps closed);
+// the new rank 0 starts a root and sends its id to each survivor, so the excluded ranks,
+// dead or alive, take no part. The new communicators are then set up as ncclCommInitRank
+// would (initCommunicator).
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "nccl.h"
+
+struct ncclComm;
+
+namespace chorus {
+
+struct SplitEntry {
+  int color;  // >= 0, or NCCL_SPLIT_NOCOLOR
+  int key;
+};
+
+// The parent ranks of color `color`, in their new rank order.
+std::vector<int> splitMembers(const std::vector<SplitEntry>& entries, int color);
+
+// Where a rank lands: rank and size of its new communicator and the id to join it by
+// (rank -1 for NCCL_SPLIT_NOCOLOR).
+struct SplitPlacement {
+  int rank = -1;
+  int nranks = 0;
+  ncclUniqueId id{};
+};
+
+// The exchange over `parent`'s bootstrap; every rank of the parent must take part. An
+// error on one rank (its root could not start) fails every rank with a WARN naming it.
+ncclResult_t exchangeSplit(ncclComm* parent, int color, int key, SplitPlacement* out);
+
+// The shrink's exchange among the parent ranks not in `excluded` (checked: in range, no
+// duplicates, not this rank); `sequence` tells apart the shrinks of one parent.
+ncclResult_t exchangeShrink(ncclComm* parent, const std::vector<int>& excluded, int sequence, SplitPlacement* out);
+
+// The exchange's outcome, handed from the job that runs it (the parent's) to the job that
+// sets up the new communicator. The first set() wins; wait() blocks until there is one.
+class SplitOutcome {
+ public:
+  void set(ncclResult_t result, const SplitPlacement& placement);
+  ncclResult_t wait(SplitPlacement* placement);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool set_ = false;
+  ncclResult_t result_ = ncclSuccess;
+  SplitPlacement placement_;
+};
+
+}  // namespace chorus
