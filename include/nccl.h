@@ -21,6 +21,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 28
@@ -285,6 +286,83 @@ ncclResult_t ncclGroupEnd(void);
 ncclResult_t pncclGroupEnd(void);
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
+
+/* Entry points of NCCL 2.29 to 2.31, exported so that programs built against those headers
+ * load (README says which are implemented; the others return an error with a WARN). */
+
+/* Growing a communicator. */
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                           ncclConfig_t* config);
+
+/* Suspending a communicator's memory. */
+#define NCCL_SUSPEND_MEM 0x01
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* GPU memory that ncclCommSuspend can release (bytes) */
+  ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+  ncclStatGpuMemPersist = 2,   /* GPU memory that stays while suspended (bytes) */
+  ncclStatGpuMemTotal = 3      /* all GPU memory of the communicator (bytes) */
+} ncclCommMemStat_t;
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value);
+
+/* One-sided operations on registered windows. */
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr);
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
+ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+typedef struct {
+  int opCnt;  /* signal operations to wait for */
+  int peer;   /* from this rank */
+  int sigIdx; /* on this signal index */
+  int ctx;    /* and context */
+} ncclWaitSignalDesc_t;
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
+
+/* Parameters (settings) by name. */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+ncclResult_t ncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char* key);
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t pncclParamGetI8(ncclParamHandle_t h, int8_t* out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t pncclParamGetI16(ncclParamHandle_t h, int16_t* out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t pncclParamGetI32(ncclParamHandle_t h, int32_t* out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t pncclParamGetI64(ncclParamHandle_t h, int64_t* out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t pncclParamGetU8(ncclParamHandle_t h, uint8_t* out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t pncclParamGetU16(ncclParamHandle_t h, uint16_t* out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t pncclParamGetU32(ncclParamHandle_t h, uint32_t* out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t pncclParamGetU64(ncclParamHandle_t h, uint64_t* out);
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char** out);
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t pncclParamGet(ncclParamHandle_t h, void* out, int maxLen, int* len);
+ncclResult_t ncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t pncclParamGetParameter(const char* key, const char** value, int* valueLen);
+ncclResult_t ncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen);
+void ncclParamDumpAll(void);
+void pncclParamDumpAll(void);
 
 #ifdef __cplusplus
 }

@@ -144,6 +144,63 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
+  const char* func = "ncclCommSuspend";
+  CHORUS_CHECK(checkComm(comm, func));
+  if ((flags & ~NCCL_SUSPEND_MEM) != 0) {
+    WARN("%s: invalid argument: flags 0x%x has bits other than NCCL_SUSPEND_MEM (0x%x)", func, flags, NCCL_SUSPEND_MEM);
+    return ncclInvalidArgument;
+  }
+  if (comm->suspended.load()) {
+    WARN("%s: invalid usage: communicator %p (rank %d) is already suspended", func, static_cast<void*>(comm),
+         comm->rank);
+    return ncclInvalidUsage;
+  }
+  Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
+  if ((flags & NCCL_SUSPEND_MEM) != 0 && executor != nullptr && executor->gpuMemoryBytes() != 0) {
+    WARN("%s: communicator %p (rank %d) holds %llu bytes of GPU memory, which the CUDA executor cannot release yet",
+         func, static_cast<void*>(comm), comm->rank, static_cast<unsigned long long>(executor->gpuMemoryBytes()));
+    return ncclInvalidUsage;
+  }
+  // Work already queued finishes first; the communicator holds no GPU memory to release.
+  if (comm->worker) comm->worker->waitIdle();
+  comm->suspended.store(true);
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommResume(ncclComm_t comm) {
+  CHORUS_CHECK(checkComm(comm, "ncclCommResume"));
+  if (!comm->suspended.exchange(false)) {
+    WARN("ncclCommResume: invalid usage: communicator %p (rank %d) is not suspended", static_cast<void*>(comm),
+         comm->rank);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
+  const char* func = "ncclCommMemStats";
+  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(checkNotNull(value, "value", func));
+  const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
+  // All of it is the CUDA executor's image of the connections, which stays while suspended.
+  const uint64_t gpuBytes = executor ? executor->gpuMemoryBytes() : 0;
+  switch (stat) {
+    case ncclStatGpuMemSuspend:
+      *value = 0;
+      return ncclSuccess;
+    case ncclStatGpuMemSuspended:
+      *value = comm->suspended.load() ? 1 : 0;
+      return ncclSuccess;
+    case ncclStatGpuMemPersist:
+    case ncclStatGpuMemTotal:
+      *value = gpuBytes;
+      return ncclSuccess;
+  }
+  WARN("%s: invalid argument: stat %d is not an ncclCommMemStat_t", func, static_cast<int>(stat));
+  return ncclInvalidArgument;
+}
+
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
   CHORUS_CHECK(checkComm(comm, "ncclCommCount"));
   CHORUS_CHECK(checkNotNull(count, "count", "ncclCommCount"));
@@ -189,6 +246,9 @@ CHORUS_EXPORT_ALIAS(ncclCommInitAll)
 CHORUS_EXPORT_ALIAS(ncclCommFinalize)
 CHORUS_EXPORT_ALIAS(ncclCommDestroy)
 CHORUS_EXPORT_ALIAS(ncclCommAbort)
+CHORUS_EXPORT_ALIAS(ncclCommSuspend)
+CHORUS_EXPORT_ALIAS(ncclCommResume)
+CHORUS_EXPORT_ALIAS(ncclCommMemStats)
 CHORUS_EXPORT_ALIAS(ncclCommCount)
 CHORUS_EXPORT_ALIAS(ncclCommCuDevice)
 CHORUS_EXPORT_ALIAS(ncclCommUserRank)

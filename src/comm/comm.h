@@ -74,6 +74,7 @@ struct ncclComm {
 
   std::atomic<uint32_t> abortFlag{0};
   std::atomic<uint32_t> revokeFlag{0};  // ncclCommRevoke (or NCCL_SHRINK_ABORT): no more work runs
+  std::atomic<bool> suspended{false};   // ncclCommSuspend: no work runs until ncclCommResume
   int shrinks = 0;                      // ncclCommShrink calls so far (tells their messages apart)
   std::atomic<int> activeRuns{0};       // threads running this comm's work now (abort waits for them)
   // ncclSuccess, ncclInProgress while init or async work runs, or the sticky error.

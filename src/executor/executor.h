@@ -11,6 +11,7 @@
 // from init, replaced once by the CUDA executor when the first buffers are GPU memory.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "nccl.h"
@@ -39,6 +40,8 @@ class Executor {
   virtual ncclResult_t asyncError(ncclComm* comm) = 0;
   // Makes running and future asynchronous work stop waiting. Safe from any thread.
   virtual void abort() = 0;
+  // The GPU memory it holds for the communicator, in bytes. Safe from any thread.
+  virtual uint64_t gpuMemoryBytes() const = 0;
 };
 
 // One group's staged work, over all its communicators and executors.

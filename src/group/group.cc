@@ -206,8 +206,15 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
     return static_cast<ncclResult_t>(async);
   }
   if (comm->revokeFlag.load() != 0) {
-    WARN("Communicator %p (rank %d) was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT): it can only be destroyed, "
-         "split or shrunk",
+    WARN(
+        "Communicator %p (rank %d) was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT): it can only be destroyed, "
+        "split or shrunk",
+        static_cast<void*>(comm), comm->rank);
+    groupRecordError(ncclInvalidUsage);
+    return ncclInvalidUsage;
+  }
+  if (comm->suspended.load()) {
+    WARN("Communicator %p (rank %d) is suspended (ncclCommSuspend): call ncclCommResume first",
          static_cast<void*>(comm), comm->rank);
     groupRecordError(ncclInvalidUsage);
     return ncclInvalidUsage;

@@ -26,6 +26,7 @@ class CpuExecutor final : public Executor {
   ncclResult_t runError() const override { return static_cast<ncclResult_t>(ctx_.result.load()); }
   ncclResult_t asyncError(ncclComm*) override { return ncclSuccess; }
   void abort() override {}  // waits watch the communicator's abort flag
+  uint64_t gpuMemoryBytes() const override { return 0; }
 
  private:
   ExecContext ctx_;

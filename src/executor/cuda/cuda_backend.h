@@ -27,6 +27,8 @@ class GpuComm {
   virtual ncclResult_t asyncError(const ncclComm& comm) = 0;
   // Makes running and future kernels stop waiting. Any thread.
   virtual void abort() = 0;
+  // The device memory it holds (cudaMalloc), in bytes.
+  virtual uint64_t deviceBytes() const = 0;
 };
 
 bool backendAvailable(std::string* why);

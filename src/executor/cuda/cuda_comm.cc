@@ -134,6 +134,7 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
   if (image_ == nullptr) {
     CHORUS_CHECK(buildCommImage(*comm, 0, map, &image));
     CHORUS_CUDA(cudaMalloc(&image_, image.bytes.size()), comm->rank);
+    imageBytes_ = image.bytes.size();
   }
   const bool first = uploaded_.empty();
   CHORUS_CHECK(buildCommImage(*comm, reinterpret_cast<uintptr_t>(image_), map, &image));

@@ -49,6 +49,10 @@ class CudaExecutor final : public Executor {
   }
 
   ncclResult_t runError() const override { return ncclSuccess; }  // nothing runs on the caller
+  uint64_t gpuMemoryBytes() const override {
+    const GpuComm* gpu = published_.load(std::memory_order_acquire);
+    return gpu ? gpu->deviceBytes() : 0;
+  }
 
   ncclResult_t asyncError(ncclComm* comm) override {
     GpuComm* gpu = published_.load(std::memory_order_acquire);

@@ -1,0 +1,111 @@
+// Entry points of NCCL 2.29 to 2.31: every one is exported (nccl* and pnccl*), so that a
+// program built against those headers loads; suspend/resume and memory statistics work;
+// the ones not implemented yet fail with an error and a WARN naming them.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+
+namespace chorus_test {
+namespace {
+
+TEST(NewerApi, EveryEntryPointIsExported) {
+  const std::vector<std::string> names = {"ncclCommGetUniqueId",   "ncclCommGrow",
+                                          "ncclCommSuspend",       "ncclCommResume",
+                                          "ncclCommMemStats",      "ncclWinGetUserPtr",
+                                          "ncclPutSignal",         "ncclSignal",
+                                          "ncclWaitSignal",        "ncclParamBind",
+                                          "ncclParamGetI8",        "ncclParamGetI16",
+                                          "ncclParamGetI32",       "ncclParamGetI64",
+                                          "ncclParamGetU8",        "ncclParamGetU16",
+                                          "ncclParamGetU32",       "ncclParamGetU64",
+                                          "ncclParamGetStr",       "ncclParamGet",
+                                          "ncclParamGetParameter", "ncclParamGetAllParameterKeys",
+                                          "ncclParamDumpAll",      "ncclCommShrink",
+                                          "ncclCommRevoke",        "ncclCommSplit"};
+  for (const std::string& name : names) {
+    EXPECT_NE(dlsym(RTLD_DEFAULT, name.c_str()), nullptr) << name;
+    EXPECT_NE(dlsym(RTLD_DEFAULT, ("p" + name).c_str()), nullptr) << "p" << name;
+  }
+}
+
+TEST(NewerApi, SuspendStopsCollectivesUntilResume) {
+  std::vector<ncclComm_t> comms(2, nullptr);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommSuspend(comms[0], 0x6), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommResume(comms[0]), ncclInvalidUsage) << "not suspended";
+  for (ncclComm_t c : comms) ASSERT_EQ(ncclCommSuspend(c, NCCL_SUSPEND_MEM), ncclSuccess);
+  EXPECT_EQ(ncclCommSuspend(comms[0], NCCL_SUSPEND_MEM), ncclInvalidUsage) << "already suspended";
+  uint64_t value = 7;
+  ASSERT_EQ(ncclCommMemStats(comms[0], ncclStatGpuMemSuspended, &value), ncclSuccess);
+  EXPECT_EQ(value, 1u);
+  std::vector<int32_t> data(16, 1);
+  EXPECT_EQ(ncclAllReduce(data.data(), data.data(), 16, ncclInt32, ncclSum, comms[0], nullptr), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("suspended"), std::string::npos);
+  for (ncclComm_t c : comms) ASSERT_EQ(ncclCommResume(c), ncclSuccess);
+  ASSERT_EQ(ncclCommMemStats(comms[0], ncclStatGpuMemSuspended, &value), ncclSuccess);
+  EXPECT_EQ(value, 0u);
+  std::vector<std::vector<int32_t>> values(2, std::vector<int32_t>(16));
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    values[r].assign(16, r + 1);
+    ncclAllReduce(values[r].data(), values[r].data(), 16, ncclInt32, ncclSum, comms[r], nullptr);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(values[0][15], 3);
+  EXPECT_EQ(values[1][0], 3);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+TEST(NewerApi, MemStatsOfAHostCommunicatorCountNoGpuMemory) {
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+  std::vector<float> data(64, 1.0f);
+  ASSERT_EQ(ncclAllReduce(data.data(), data.data(), 64, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  for (ncclCommMemStat_t stat : {ncclStatGpuMemSuspend, ncclStatGpuMemPersist, ncclStatGpuMemTotal}) {
+    uint64_t value = 99;
+    ASSERT_EQ(ncclCommMemStats(comm, stat, &value), ncclSuccess) << stat;
+    EXPECT_EQ(value, 0u) << "stat " << stat << ": a CPU communicator holds no GPU memory";
+  }
+  uint64_t value = 0;
+  EXPECT_EQ(ncclCommMemStats(comm, static_cast<ncclCommMemStat_t>(9), &value), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommMemStats(comm, ncclStatGpuMemTotal, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+TEST(NewerApi, UnimplementedEntryPointsFailAndSaySo) {
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+  ncclUniqueId id;
+  EXPECT_NE(ncclCommGetUniqueId(comm, &id), ncclSuccess);
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclCommGetUniqueId"), std::string::npos);
+  ncclComm_t grown = reinterpret_cast<ncclComm_t>(0x1);
+  EXPECT_NE(ncclCommGrow(comm, 2, nullptr, -1, &grown, nullptr), ncclSuccess);
+  EXPECT_EQ(grown, nullptr);
+  void* ptr = reinterpret_cast<void*>(0x1);
+  EXPECT_NE(ncclWinGetUserPtr(comm, nullptr, &ptr), ncclSuccess);
+  EXPECT_EQ(ptr, nullptr);
+  float x = 0;
+  EXPECT_NE(ncclPutSignal(&x, 1, ncclFloat32, 0, nullptr, 0, 0, 0, 0, comm, nullptr), ncclSuccess);
+  EXPECT_NE(ncclSignal(0, 0, 0, 0, comm, nullptr), ncclSuccess);
+  ncclWaitSignalDesc_t desc = {1, 0, 0, 0};
+  EXPECT_NE(ncclWaitSignal(1, &desc, comm, nullptr), ncclSuccess);
+  ncclParamHandle_t handle = reinterpret_cast<ncclParamHandle_t>(0x1);
+  EXPECT_NE(ncclParamBind(&handle, "NCCL_DEBUG"), ncclSuccess);
+  EXPECT_EQ(handle, nullptr);
+  int32_t i32 = 5;
+  EXPECT_NE(ncclParamGetI32(handle, &i32), ncclSuccess);
+  EXPECT_EQ(i32, 0);
+  const char* text = "x";
+  int len = 3;
+  EXPECT_NE(ncclParamGetParameter("NCCL_DEBUG", &text, &len), ncclSuccess);
+  EXPECT_EQ(text, nullptr);
+  EXPECT_EQ(len, 0);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+}  // namespace
+}  // namespace chorus_test
