@@ -116,6 +116,11 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   CHORUS_CHECK(checkComm(comm, "ncclCommFinalize"));
+  if (comm->revokeFlag.load() != 0) {
+    WARN("ncclCommFinalize: invalid usage: communicator %p (rank %d) was revoked; destroy it instead",
+         static_cast<void*>(comm), comm->rank);
+    return ncclInvalidUsage;
+  }
   if (comm->worker) {
     if (!comm->config.blocking && !comm->worker->idle()) {
       return ncclInProgress;  // the queued work completes; ncclCommGetAsyncError tells when

@@ -44,6 +44,24 @@ std::string allReduceGives(ncclComm_t comm, int32_t value, int32_t want, const s
   return "";
 }
 
+// From one thread: in one group, an int32 AllReduce on each of `comms` where comms[i]
+// gives i + 1; "" when every rank's every element is `want`.
+std::string groupAllReduceGives(const std::vector<ncclComm_t>& comms, int32_t want) {
+  std::vector<std::vector<int32_t>> data(comms.size());
+  ncclGroupStart();
+  for (size_t i = 0; i < comms.size(); ++i) {
+    data[i].assign(10, static_cast<int32_t>(i) + 1);
+    ncclAllReduce(data[i].data(), data[i].data(), 10, ncclInt32, ncclSum, comms[i], nullptr);
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  if (end != ncclSuccess) return "the AllReduce group returned " + resultName(end);
+  for (size_t i = 0; i < comms.size(); ++i)
+    for (int32_t v : data[i])
+      if (v != want)
+        return "rank " + std::to_string(i) + " got " + std::to_string(v) + ", expected " + std::to_string(want);
+  return "";
+}
+
 // The child's rank and size, checked against what the split must give.
 void expectPlace(FailureLog& log, ncclComm_t child, int wantRank, int wantCount, const std::string& what) {
   int rank = -1, count = -1;
@@ -392,15 +410,7 @@ TEST(CommShrink, RefusesBadArguments) {
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < 2; ++r) ncclCommShrink(comms[r], two, 1, &shrunk[r], nullptr, NCCL_SHRINK_DEFAULT);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
-  std::vector<std::vector<int32_t>> data(2, std::vector<int32_t>(10));
-  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; ++r) {
-    data[r].assign(10, r + 1);
-    ncclAllReduce(data[r].data(), data[r].data(), 10, ncclInt32, ncclSum, shrunk[r], nullptr);
-  }
-  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
-  EXPECT_EQ(data[0][9], 3);
-  EXPECT_EQ(data[1][0], 3);
+  EXPECT_EQ(groupAllReduceGives(shrunk, 3), "");
   for (ncclComm_t c : shrunk) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
@@ -417,19 +427,12 @@ TEST(CommRevoke, RefusesCollectivesAndStillSplits) {
   std::vector<int32_t> data(8, 1);
   EXPECT_EQ(ncclAllReduce(data.data(), data.data(), 8, ncclInt32, ncclSum, comms[0], nullptr), ncclInvalidUsage);
   EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("revoked"), std::string::npos) << ncclGetLastError(comms[0]);
+  EXPECT_EQ(ncclCommFinalize(comms[1]), ncclInvalidUsage) << "finalize after revoke is invalid (NCCL)";
   std::vector<ncclComm_t> children(2, nullptr);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < 2; ++r) ncclCommSplit(comms[r], 0, 0, &children[r], nullptr);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
-  std::vector<std::vector<int32_t>> values(2, std::vector<int32_t>(8));
-  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; ++r) {
-    values[r].assign(8, r + 1);
-    ncclAllReduce(values[r].data(), values[r].data(), 8, ncclInt32, ncclSum, children[r], nullptr);
-  }
-  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
-  EXPECT_EQ(values[0][7], 3);
-  EXPECT_EQ(values[1][7], 3);
+  EXPECT_EQ(groupAllReduceGives(children, 3), "");
   for (ncclComm_t c : children) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
