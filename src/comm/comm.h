@@ -51,9 +51,12 @@ struct UserRedOp {
   const void* scalarPtr = nullptr;  // Device: read when the collective runs
 };
 
+// What the communicator honours of its ncclConfig_t (src/api/config.h).
 struct CommConfig {
   bool blocking = true;
   std::string commName;
+  int minChannels = 0;  // minCTAs; 0: unset (NCCL_MIN_NCHANNELS decides)
+  int maxChannels = 0;  // maxCTAs; 0: unset (NCCL_MAX_NCHANNELS decides)
 };
 
 }  // namespace chorus

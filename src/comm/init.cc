@@ -68,12 +68,15 @@ int slotCountFromEnv() {
 }
 
 // The channels this rank can serve: a channel is a lane on the rank's thread, so on
-// the CPU more channels than cores per local rank only add hand-offs.
-int channelsWanted(int localRanks) {
+// the CPU more channels than cores per local rank only add hand-offs. The config's
+// minCTAs/maxCTAs, where set, bound it instead of NCCL_MIN/MAX_NCHANNELS.
+int channelsWanted(int localRanks, const CommConfig& config) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int wanted = static_cast<int>(std::max(1L, cores / std::max(1, localRanks)));
-  const int minChannels = static_cast<int>(envInt("NCCL_MIN_NCHANNELS", 1));
-  const int maxChannels = static_cast<int>(envInt("NCCL_MAX_NCHANNELS", kMaxChannels));
+  const int minChannels =
+      config.minChannels > 0 ? config.minChannels : static_cast<int>(envInt("NCCL_MIN_NCHANNELS", 1));
+  const int maxChannels =
+      config.maxChannels > 0 ? config.maxChannels : static_cast<int>(envInt("NCCL_MAX_NCHANNELS", kMaxChannels));
   wanted = std::min(wanted, std::max(1, maxChannels));
   wanted = std::max(wanted, std::min(std::max(1, minChannels), kMaxChannels));
   return std::min(wanted, kMaxChannels);
@@ -136,7 +139,7 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   int localRanks = 0;
   for (const PeerInfo& p : comm->peers) localRanks += p.hostHash == comm->peers[comm->rank].hostHash;
-  comm->peers[comm->rank].channelsWanted = channelsWanted(localRanks);
+  comm->peers[comm->rank].channelsWanted = channelsWanted(localRanks, comm->config);
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
 
   // Buffer sizes as NCCL's defaults: Simple 4 MiB, LL 512 KiB, LL128 about 4.7 MiB.
@@ -178,7 +181,8 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   CHORUS_CHECK(comm->bootstrap->barrier());
 
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  INFO(kSubsysInit, "comm %p rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)", static_cast<void*>(comm),
+  INFO(kSubsysInit, "comm %p%s%s rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)",
+       static_cast<void*>(comm), comm->config.commName.empty() ? "" : " commName ", comm->config.commName.c_str(),
        comm->rank, comm->nranks, nChannels, getpid(), ms);
   return ncclSuccess;
 }
