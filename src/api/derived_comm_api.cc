@@ -147,13 +147,13 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
       return ncclInvalidUsage;
     }
   }
+  CommConfig parsed;
+  CHORUS_CHECK(childConfig(comm, config, &parsed, func));
   if (shrinkFlags == NCCL_SHRINK_ABORT) {
     revokeWork(comm);  // in-flight work may wait on an excluded rank that is dead or stuck
   } else {
     CHORUS_CHECK(checkHealthy(comm, func));
   }
-  CommConfig parsed;
-  CHORUS_CHECK(childConfig(comm, config, &parsed, func));
   const int sequence = comm->shrinks++;
   return deriveComm(
       comm, parsed, /*member=*/true,

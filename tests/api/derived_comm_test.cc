@@ -405,6 +405,10 @@ TEST(CommShrink, RefusesBadArguments) {
   int two[] = {2};
   EXPECT_EQ(ncclCommShrink(comms[0], two, 1, &child, nullptr, 0x4), ncclInvalidArgument);
   EXPECT_EQ(ncclCommShrink(comms[0], two, 1, nullptr, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidArgument);
+  ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
+  bad.magic = 0x1;
+  EXPECT_EQ(ncclCommShrink(comms[0], two, 1, &child, &bad, NCCL_SHRINK_ABORT), ncclInvalidArgument);
+  EXPECT_EQ(groupAllReduceGives(comms, 6), "") << "a refused NCCL_SHRINK_ABORT must leave the parent's work alone";
   // Ranks 0 and 1 still shrink past rank 2 after the refusals.
   std::vector<ncclComm_t> shrunk(2, nullptr);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
