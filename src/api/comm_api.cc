@@ -161,10 +161,11 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
          comm->rank);
     return ncclInvalidUsage;
   }
-  Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
-  if ((flags & NCCL_SUSPEND_MEM) != 0 && executor != nullptr && executor->gpuMemoryBytes() != 0) {
+  const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
+  const uint64_t gpuBytes = executor ? executor->gpuMemoryBytes() : 0;
+  if ((flags & NCCL_SUSPEND_MEM) != 0 && gpuBytes != 0) {
     WARN("%s: communicator %p (rank %d) holds %llu bytes of GPU memory, which the CUDA executor cannot release yet",
-         func, static_cast<void*>(comm), comm->rank, static_cast<unsigned long long>(executor->gpuMemoryBytes()));
+         func, static_cast<void*>(comm), comm->rank, static_cast<unsigned long long>(gpuBytes));
     return ncclInvalidUsage;
   }
   // Work already queued finishes first; the communicator holds no GPU memory to release.

@@ -128,6 +128,29 @@ void dropPending(GroupState& g) {
   g.inits.clear();
 }
 
+// Whether `comm` may take a call: not failed, revoked or suspended (a WARN says which).
+ncclResult_t checkAcceptsWork(const ncclComm* comm) {
+  const void* c = static_cast<const void*>(comm);
+  const int async = comm->asyncResult.load();
+  if (async != ncclSuccess && async != ncclInProgress) {
+    WARN("Communicator %p (rank %d) has failed earlier (%s); abort or destroy it", c, comm->rank,
+         ncclGetErrorString(static_cast<ncclResult_t>(async)));
+    return static_cast<ncclResult_t>(async);
+  }
+  if (comm->revokeFlag.load() != 0) {
+    WARN(
+        "Communicator %p (rank %d) was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT): it can only be destroyed, "
+        "split or shrunk",
+        c, comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (comm->suspended.load()) {
+    WARN("Communicator %p (rank %d) is suspended (ncclCommSuspend): call ncclCommResume first", c, comm->rank);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t groupStart() {
@@ -198,26 +221,9 @@ void groupRecordError(ncclResult_t result) {
 
 ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
   GroupState& g = currentGroup();
-  const int async = comm->asyncResult.load();
-  if (async != ncclSuccess && async != ncclInProgress) {
-    WARN("Communicator %p (rank %d) has failed earlier (%s); abort or destroy it", static_cast<void*>(comm), comm->rank,
-         ncclGetErrorString(static_cast<ncclResult_t>(async)));
-    groupRecordError(static_cast<ncclResult_t>(async));
-    return static_cast<ncclResult_t>(async);
-  }
-  if (comm->revokeFlag.load() != 0) {
-    WARN(
-        "Communicator %p (rank %d) was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT): it can only be destroyed, "
-        "split or shrunk",
-        static_cast<void*>(comm), comm->rank);
-    groupRecordError(ncclInvalidUsage);
-    return ncclInvalidUsage;
-  }
-  if (comm->suspended.load()) {
-    WARN("Communicator %p (rank %d) is suspended (ncclCommSuspend): call ncclCommResume first",
-         static_cast<void*>(comm), comm->rank);
-    groupRecordError(ncclInvalidUsage);
-    return ncclInvalidUsage;
+  if (const ncclResult_t r = checkAcceptsWork(comm); r != ncclSuccess) {
+    groupRecordError(r);
+    return r;
   }
   if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
     g.comms.push_back(comm);

@@ -33,7 +33,7 @@ class CudaComm final : public GpuComm {
   ncclResult_t flush(const ncclComm& comm, bool launch) override;
   ncclResult_t asyncError(const ncclComm& comm) override;
   void abort() override { *reinterpret_cast<volatile uint32_t*>(abortHost_) = 1; }
-  uint64_t deviceBytes() const override { return imageBytes_; }
+  uint64_t deviceBytes() const override { return imageBytes_.load(std::memory_order_relaxed); }
 
  private:
   struct Staging {
@@ -63,8 +63,8 @@ class CudaComm final : public GpuComm {
   double timeoutSec_;
   bool sharedGpu_;  // another rank of this host uses the same GPU (CHORUS_ALLOW_SHARED_GPU)
   cudaStream_t copyStream_ = nullptr;
-  void* image_ = nullptr;  // device memory
-  size_t imageBytes_ = 0;
+  void* image_ = nullptr;              // device memory
+  std::atomic<size_t> imageBytes_{0};  // image_'s size; read from any thread (ncclCommMemStats)
   std::vector<std::byte> uploaded_;
   uint64_t uploadedVersion_ = 0;  // the communicator's viewVersion that uploaded_ shows
   CommView view_{};
