@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -17,7 +19,9 @@ namespace {
 
 struct LogConfig {
   LogLevel level = LogLevel::None;
-  uint64_t subsys = kSubsysInit | kSubsysEnv;  // NCCL's default subsystems
+  uint64_t subsys = kDefaultSubsys;
+  uint32_t timestampLevels = 1u << static_cast<int>(LogLevel::Warn);
+  std::string timestampFormat = "[%F %T] ";
   FILE* file = stderr;
   char host[64] = "";
   int pid = 0;
@@ -33,36 +37,44 @@ thread_local char tLastError[kErrorLen] = "";
 thread_local int tLogRank = -1;
 char gLastError[kErrorLen] = "";
 
-LogLevel parseLevel(const std::string& v) {
-  if (strcasecmp(v.c_str(), "VERSION") == 0) return LogLevel::Version;
-  if (strcasecmp(v.c_str(), "WARN") == 0) return LogLevel::Warn;
-  if (strcasecmp(v.c_str(), "INFO") == 0) return LogLevel::Info;
-  if (strcasecmp(v.c_str(), "ABORT") == 0) return LogLevel::Abort;
-  if (strcasecmp(v.c_str(), "TRACE") == 0) return LogLevel::Trace;
-  return LogLevel::None;
-}
+struct NamedBit {
+  const char* name;
+  uint64_t bit;
+};
+// In bit order, so a mask prints its names as NCCL does ("INIT,ENV,BOOTSTRAP").
+constexpr NamedBit kSubsysNames[] = {{"INIT", kSubsysInit},
+                                     {"COLL", kSubsysColl},
+                                     {"P2P", kSubsysP2p},
+                                     {"SHM", kSubsysShm},
+                                     {"NET", kSubsysNet},
+                                     {"GRAPH", kSubsysGraph},
+                                     {"TUNING", kSubsysTuning},
+                                     {"ENV", kSubsysEnv},
+                                     {"ALLOC", kSubsysAlloc},
+                                     {"CALL", kSubsysCall},
+                                     {"PROXY", kSubsysProxy},
+                                     {"NVLS", kSubsysNvls},
+                                     {"BOOTSTRAP", kSubsysBootstrap},
+                                     {"REG", kSubsysReg},
+                                     {"PROFILE", kSubsysProfile},
+                                     {"RAS", kSubsysRas}};
+constexpr const char* kLevelNames[] = {"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"};
 
-uint64_t parseSubsys(const std::string& list) {
-  static const struct {
-    const char* name;
-    uint64_t bit;
-  } kNames[] = {{"INIT", kSubsysInit},     {"COLL", kSubsysColl},   {"P2P", kSubsysP2p},
-                {"SHM", kSubsysShm},       {"NET", kSubsysNet},     {"GRAPH", kSubsysGraph},
-                {"TUNING", kSubsysTuning}, {"ENV", kSubsysEnv},     {"ALLOC", kSubsysAlloc},
-                {"CALL", kSubsysCall},     {"PROXY", kSubsysProxy}, {"BOOTSTRAP", kSubsysBootstrap},
-                {"REG", kSubsysReg},       {"ALL", kSubsysAll}};
-  bool invert = !list.empty() && list[0] == '^';
+// A list of names ("A,B", "^A" = all but A, "ALL") to bits; unknown names add nothing.
+template <typename Lookup>
+uint64_t parseNameList(const char* list, uint64_t all, Lookup bitOf) {
+  std::string text = list ? list : "";
+  const bool invert = !text.empty() && text[0] == '^';
   uint64_t mask = 0;
   size_t pos = invert ? 1 : 0;
-  while (pos <= list.size()) {
-    size_t comma = list.find(',', pos);
-    std::string name = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    for (const auto& n : kNames)
-      if (strcasecmp(name.c_str(), n.name) == 0) mask |= n.bit;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string name = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    mask |= strcasecmp(name.c_str(), "ALL") == 0 ? all : bitOf(name.c_str());
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
-  return invert ? ~mask : mask;
+  return invert ? (all & ~mask) : mask;
 }
 
 // Expands %h (host name) and %p (pid) in NCCL_DEBUG_FILE.
@@ -98,8 +110,10 @@ void initLocked() {
   gethostname(gLog.host, sizeof(gLog.host) - 1);
   if (char* dot = strchr(gLog.host, '.')) *dot = '\0';
   gLog.pid = getpid();
-  if (auto v = envValue("NCCL_DEBUG")) gLog.level = parseLevel(*v);
-  if (auto v = envValue("NCCL_DEBUG_SUBSYS")) gLog.subsys = parseSubsys(*v);
+  if (auto v = envValue("NCCL_DEBUG")) gLog.level = parseLogLevel(v->c_str());
+  if (auto v = envValue("NCCL_DEBUG_SUBSYS")) gLog.subsys = parseSubsysList(v->c_str());
+  if (auto v = envValue("NCCL_DEBUG_TIMESTAMP_LEVELS")) gLog.timestampLevels = parseLevelList(v->c_str());
+  if (auto v = envValue("NCCL_DEBUG_TIMESTAMP_FORMAT")) gLog.timestampFormat = *v;
   if (auto v = envValue("NCCL_DEBUG_FILE"); v && gLog.level > LogLevel::None) {
     std::string name = expandFileName(*v, gLog.host, gLog.pid);
     if (FILE* f = fopen(name.c_str(), "w")) {
@@ -146,12 +160,21 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
   }
   long tid = syscall(SYS_gettid);
   std::lock_guard<std::mutex> lock(gLogMutex);
+  char stamp[128] = "";
+  if ((gLog.timestampLevels >> static_cast<int>(level)) & 1) {
+    const time_t now = time(nullptr);
+    struct tm local;
+    localtime_r(&now, &local);
+    if (strftime(stamp, sizeof(stamp), gLog.timestampFormat.c_str(), &local) == 0) stamp[0] = '\0';
+  }
   if (level == LogLevel::Warn) {
-    fprintf(gLog.file, "%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", gLog.host, gLog.pid, tid, rank, file, line, text);
+    fprintf(gLog.file, "%s%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", stamp, gLog.host, gLog.pid, tid, rank, file, line,
+            text);
   } else if (level == LogLevel::Trace) {
-    fprintf(gLog.file, "%s:%d:%ld [%d] %s:%d NCCL TRACE %s\n", gLog.host, gLog.pid, tid, rank, file, line, text);
+    fprintf(gLog.file, "%s%s:%d:%ld [%d] %s:%d NCCL TRACE %s\n", stamp, gLog.host, gLog.pid, tid, rank, file, line,
+            text);
   } else {
-    fprintf(gLog.file, "%s:%d:%ld [%d] NCCL INFO %s\n", gLog.host, gLog.pid, tid, rank, text);
+    fprintf(gLog.file, "%s%s:%d:%ld [%d] NCCL INFO %s\n", stamp, gLog.host, gLog.pid, tid, rank, text);
   }
 }
 
@@ -166,6 +189,45 @@ const char* lastErrorText() {
 }
 
 void clearLastError() { tLastError[0] = '\0'; }
+
+uint64_t parseSubsysList(const char* list) {
+  return parseNameList(list, kSubsysAll, [](const char* name) -> uint64_t {
+    for (const NamedBit& n : kSubsysNames)
+      if (strcasecmp(name, n.name) == 0) return n.bit;
+    return 0;
+  });
+}
+
+std::string subsysNames(uint64_t mask) {
+  if (mask == kSubsysAll) return "ALL";
+  std::string out;
+  for (const NamedBit& n : kSubsysNames)
+    if (mask & n.bit) out.append(out.empty() ? "" : ",").append(n.name);
+  return out;
+}
+
+LogLevel parseLogLevel(const char* name) {
+  for (int level = 1; level < static_cast<int>(std::size(kLevelNames)); ++level)
+    if (strcasecmp(name, kLevelNames[level]) == 0) return static_cast<LogLevel>(level);
+  return LogLevel::None;
+}
+
+const char* logLevelName(LogLevel level) { return kLevelNames[static_cast<int>(level)]; }
+
+uint32_t parseLevelList(const char* list) {
+  constexpr uint64_t kAllLevels = (1u << std::size(kLevelNames)) - 2;  // every level but NONE
+  return static_cast<uint32_t>(parseNameList(list, kAllLevels, [](const char* name) -> uint64_t {
+    const LogLevel level = parseLogLevel(name);
+    return level == LogLevel::None ? 0 : 1u << static_cast<int>(level);
+  }));
+}
+
+std::string levelNames(uint32_t mask) {
+  std::string out;
+  for (int level = 1; level < static_cast<int>(std::size(kLevelNames)); ++level)
+    if ((mask >> level) & 1) out.append(out.empty() ? "" : ",").append(kLevelNames[level]);
+  return out;
+}
 
 void resetDebugInit() {
   std::lock_guard<std::mutex> lock(gLogMutex);

@@ -4,11 +4,14 @@
 //
 // NCCL_DEBUG picks the level (VERSION, WARN, INFO, ABORT, TRACE), NCCL_DEBUG_SUBSYS
 // the subsystems (a list, "^" negates, ALL), NCCL_DEBUG_FILE the destination
-// (%h host name, %p pid). Every WARN also becomes the calling thread's last error.
+// (%h host name, %p pid). Lines of the levels in NCCL_DEBUG_TIMESTAMP_LEVELS (default
+// WARN) start with the time in NCCL_DEBUG_TIMESTAMP_FORMAT (strftime; default
+// "[%F %T] "). Every WARN also becomes the calling thread's last error.
 #pragma once
 
 #include <cstdarg>
 #include <cstdint>
+#include <string>
 
 namespace chorus {
 
@@ -27,10 +30,26 @@ enum LogSubsys : uint64_t {
   kSubsysAlloc = 1 << 8,
   kSubsysCall = 1 << 9,
   kSubsysProxy = 1 << 10,
-  kSubsysBootstrap = 1 << 11,
-  kSubsysReg = 1 << 12,
+  kSubsysNvls = 1 << 11,
+  kSubsysBootstrap = 1 << 12,
+  kSubsysReg = 1 << 13,
+  kSubsysProfile = 1 << 14,
+  kSubsysRas = 1 << 15,
   kSubsysAll = ~uint64_t(0),
 };
+
+// NCCL's default subsystems (NCCL_DEBUG_SUBSYS unset).
+inline constexpr uint64_t kDefaultSubsys = kSubsysInit | kSubsysEnv | kSubsysBootstrap;
+
+// NCCL_DEBUG_SUBSYS's syntax ("INIT,NET", "^COLL", "ALL") to bits, and bits back to names.
+uint64_t parseSubsysList(const char* list);
+std::string subsysNames(uint64_t mask);
+
+// NCCL_DEBUG's level names, and NCCL_DEBUG_TIMESTAMP_LEVELS' lists of them (bit 1 << level).
+LogLevel parseLogLevel(const char* name);
+const char* logLevelName(LogLevel level);
+uint32_t parseLevelList(const char* list);
+std::string levelNames(uint32_t mask);
 
 // Is a message of this level and subsystem printed? Cheap after the first call.
 bool logEnabled(LogLevel level, uint64_t subsys);

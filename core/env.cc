@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/debug.h"
+#include "core/settings.h"
 
 namespace chorus {
 namespace {
@@ -47,6 +48,9 @@ const std::map<std::string, std::string>& confFileValues() {
 }  // namespace
 
 std::optional<std::string> envValue(const char* name) {
+  // The settings table is the list of what Chorus reads; a name missing from it is a bug
+  // here, not the user's, and would escape the unknown-variable check.
+  if (findSetting(name) == nullptr) WARN("internal: setting %s is read but missing from core/settings.cc", name);
   if (const char* v = getenv(name)) return std::string(v);
   const auto& conf = confFileValues();
   auto it = conf.find(name);

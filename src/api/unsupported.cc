@@ -14,13 +14,6 @@ ncclResult_t unsupported(const char* func, const char* why) {
   return ncclInvalidUsage;
 }
 
-// The parameter API's getters: no handle can have been bound.
-template <typename T>
-ncclResult_t paramGet(const char* func, T* out) {
-  if (out) *out = T{};
-  return unsupported(func, "the parameter API; Chorus reads its settings from the environment");
-}
-
 }  // namespace
 
 // Device-side API types (nccl_device.h); only their host entry points are exported.
@@ -125,37 +118,6 @@ ncclResult_t pncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_
   return unsupported("ncclWaitSignal", "one-sided operations on memory windows");
 }
 
-ncclResult_t pncclParamBind(ncclParamHandle_t* out, const char*) {
-  if (out) *out = nullptr;
-  return unsupported("ncclParamBind", "the parameter API; Chorus reads its settings from the environment");
-}
-
-ncclResult_t pncclParamGetI8(ncclParamHandle_t, int8_t* out) { return paramGet("ncclParamGetI8", out); }
-ncclResult_t pncclParamGetI16(ncclParamHandle_t, int16_t* out) { return paramGet("ncclParamGetI16", out); }
-ncclResult_t pncclParamGetI32(ncclParamHandle_t, int32_t* out) { return paramGet("ncclParamGetI32", out); }
-ncclResult_t pncclParamGetI64(ncclParamHandle_t, int64_t* out) { return paramGet("ncclParamGetI64", out); }
-ncclResult_t pncclParamGetU8(ncclParamHandle_t, uint8_t* out) { return paramGet("ncclParamGetU8", out); }
-ncclResult_t pncclParamGetU16(ncclParamHandle_t, uint16_t* out) { return paramGet("ncclParamGetU16", out); }
-ncclResult_t pncclParamGetU32(ncclParamHandle_t, uint32_t* out) { return paramGet("ncclParamGetU32", out); }
-ncclResult_t pncclParamGetU64(ncclParamHandle_t, uint64_t* out) { return paramGet("ncclParamGetU64", out); }
-ncclResult_t pncclParamGetStr(ncclParamHandle_t, const char** out) { return paramGet("ncclParamGetStr", out); }
-
-ncclResult_t pncclParamGet(ncclParamHandle_t, void*, int, int* len) { return paramGet("ncclParamGet", len); }
-
-ncclResult_t pncclParamGetParameter(const char*, const char** value, int* valueLen) {
-  if (valueLen) *valueLen = 0;
-  return paramGet("ncclParamGetParameter", value);
-}
-
-ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen) {
-  if (tableLen) *tableLen = 0;
-  return paramGet("ncclParamGetAllParameterKeys", table);
-}
-
-void pncclParamDumpAll(void) {
-  unsupported("ncclParamDumpAll", "the parameter API; NCCL_DEBUG_SUBSYS=ENV shows settings");
-}
-
 // The device API entry points are not declared in nccl.h, so their nccl* names are
 // declared here for the aliases below.
 ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*);
@@ -192,17 +154,3 @@ CHORUS_EXPORT_ALIAS(ncclWinGetUserPtr)
 CHORUS_EXPORT_ALIAS(ncclPutSignal)
 CHORUS_EXPORT_ALIAS(ncclSignal)
 CHORUS_EXPORT_ALIAS(ncclWaitSignal)
-CHORUS_EXPORT_ALIAS(ncclParamBind)
-CHORUS_EXPORT_ALIAS(ncclParamGetI8)
-CHORUS_EXPORT_ALIAS(ncclParamGetI16)
-CHORUS_EXPORT_ALIAS(ncclParamGetI32)
-CHORUS_EXPORT_ALIAS(ncclParamGetI64)
-CHORUS_EXPORT_ALIAS(ncclParamGetU8)
-CHORUS_EXPORT_ALIAS(ncclParamGetU16)
-CHORUS_EXPORT_ALIAS(ncclParamGetU32)
-CHORUS_EXPORT_ALIAS(ncclParamGetU64)
-CHORUS_EXPORT_ALIAS(ncclParamGetStr)
-CHORUS_EXPORT_ALIAS(ncclParamGet)
-CHORUS_EXPORT_ALIAS(ncclParamGetParameter)
-CHORUS_EXPORT_ALIAS(ncclParamGetAllParameterKeys)
-CHORUS_EXPORT_ALIAS(ncclParamDumpAll)

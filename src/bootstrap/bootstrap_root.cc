@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/debug.h"
+#include "core/thread_name.h"
 #include "src/bootstrap/bootstrap_wire.h"
 
 namespace chorus {
@@ -193,6 +194,7 @@ ncclResult_t startBootstrapRoot(Socket listener, uint64_t secret) {
   const int timeoutSeconds = bootstrapTimeoutSeconds();
   try {
     std::thread([listener = std::move(listener), secret, timeoutSeconds]() mutable {
+      nameThisThread("NCCL Root");
       (void)runBootstrapRoot(std::move(listener), secret, timeoutSeconds);
     }).detach();
   } catch (const std::system_error& e) {

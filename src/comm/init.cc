@@ -8,6 +8,7 @@
 
 #include "core/debug.h"
 #include "core/env.h"
+#include "core/settings.h"
 #include "src/comm/comm.h"
 #include "src/comm/connect.h"
 #include "src/executor/cuda/cuda_executor.h"
@@ -131,6 +132,7 @@ TuneTopology tuneTopology(const ncclComm* comm) {
 ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   const auto start = std::chrono::steady_clock::now();
   setLogRank(comm->rank);
+  reportSettingsOnce();
   CHORUS_CHECK(Bootstrap::create(id, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
 
   comm->peers.resize(comm->nranks);

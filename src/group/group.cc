@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/debug.h"
+#include "core/thread_name.h"
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
 #include "src/executor/executor_choice.h"
@@ -87,6 +88,7 @@ ncclResult_t launchGroup(GroupState& g) {
       started[j] = true;
     }
     threads.emplace_back([&, mine, comm] {
+      nameThisThread("NCCL Init");
       for (size_t j : mine) {
         initResults[j] = g.inits[j].run();
         comm->asyncResult.store(initResults[j]);

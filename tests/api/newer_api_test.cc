@@ -93,17 +93,6 @@ TEST(NewerApi, UnimplementedEntryPointsFailAndSaySo) {
   EXPECT_NE(ncclSignal(0, 0, 0, 0, comm, nullptr), ncclSuccess);
   ncclWaitSignalDesc_t desc = {1, 0, 0, 0};
   EXPECT_NE(ncclWaitSignal(1, &desc, comm, nullptr), ncclSuccess);
-  ncclParamHandle_t handle = reinterpret_cast<ncclParamHandle_t>(0x1);
-  EXPECT_NE(ncclParamBind(&handle, "NCCL_DEBUG"), ncclSuccess);
-  EXPECT_EQ(handle, nullptr);
-  int32_t i32 = 5;
-  EXPECT_NE(ncclParamGetI32(handle, &i32), ncclSuccess);
-  EXPECT_EQ(i32, 0);
-  const char* text = "x";
-  int len = 3;
-  EXPECT_NE(ncclParamGetParameter("NCCL_DEBUG", &text, &len), ncclSuccess);
-  EXPECT_EQ(text, nullptr);
-  EXPECT_EQ(len, 0);
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 

@@ -36,7 +36,11 @@ std::unique_ptr<Net> chooseNet(const char* netSetting, const char* pluginSetting
   if (plugin && named(*plugin, netSetting) && usable(*plugin)) return plugin;
 
   std::vector<std::unique_ptr<Net>> builtIn;
-  builtIn.push_back(makeIbNet());
+  if (envInt("NCCL_IB_DISABLE", 0) == 0) {
+    builtIn.push_back(makeIbNet());
+  } else {
+    INFO(kSubsysNet | kSubsysInit, "NET/IB : disabled by NCCL_IB_DISABLE");
+  }
   builtIn.push_back(std::make_unique<SocketNet>());
   for (auto& net : builtIn) {
     if (named(*net, netSetting) && usable(*net)) return std::move(net);

@@ -15,15 +15,11 @@
 namespace chorus {
 namespace {
 
-// NCCL's subsystem bits, where they differ from Chorus' (NVLS has no Chorus counterpart).
+// Chorus' subsystem bits are NCCL's; a plugin's "all" (every bit it knows) is all of ours.
 uint64_t chorusSubsys(unsigned long ncclFlags) {
   constexpr unsigned long kNcclKnownBits = (1ul << 14) - 1;
   if ((ncclFlags & kNcclKnownBits) == kNcclKnownBits) return kSubsysAll;
-  uint64_t subsys = ncclFlags & ((1ul << 11) - 1);  // INIT .. PROXY: the same bits
-  if (ncclFlags & NCCL_NVLS) subsys |= kSubsysNet;
-  if (ncclFlags & NCCL_BOOTSTRAP) subsys |= kSubsysBootstrap;
-  if (ncclFlags & NCCL_REG) subsys |= kSubsysReg;
-  return subsys != 0 ? subsys : kSubsysNet;
+  return ncclFlags != 0 ? ncclFlags : kSubsysNet;
 }
 
 // The ncclDebugLogger_t handed to the plugin: its lines go through Chorus' log.

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/thread_name.h"
+
 namespace chorus {
 
 Proxy& Proxy::instance() {
@@ -19,7 +21,11 @@ void Proxy::add(ProxyConnection* conn) {
     conns_.push_back(conn);
     stop_ = false;
   }
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  if (!thread_.joinable())
+    thread_ = std::thread([this] {
+      nameThisThread("NCCL Proxy");
+      loop();
+    });
 }
 
 void Proxy::remove(ProxyConnection* conn) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/debug.h"
+#include "core/thread_name.h"
 
 namespace chorus {
 
@@ -44,7 +45,10 @@ ncclResult_t SocketHelpers::start(uint32_t count, Step step) {
     }
     try {
       Helper& self = *helper;
-      helper->thread = std::jthread([this, &self, i](std::stop_token stop) { run(self, i, stop); });
+      helper->thread = std::jthread([this, &self, i](std::stop_token stop) {
+        nameThisThread("NCCL Sock");
+        run(self, i, stop);
+      });
     } catch (const std::system_error& e) {
       WARN("NET/Socket: starting socket helper thread %u of %u failed: %s", i, count, e.what());
       stop();
