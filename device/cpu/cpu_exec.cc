@@ -39,8 +39,12 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
       state->start = now;
       state->nextCheck = now + 1.0;
     }
-    if ((ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed)) ||
-        (ctx_.revokeFlag && ctx_.revokeFlag->load(std::memory_order_relaxed))) {
+    const bool aborted = ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed);
+    if (aborted || (ctx_.revokeFlag && ctx_.revokeFlag->load(std::memory_order_relaxed))) {
+      if (!ctx_.failed())
+        WARN("Rank %d: the communicator was %s while this call waited for peer rank %d; its buffers are incomplete",
+             ctx_.rank, aborted ? "aborted (ncclCommAbort)" : "revoked (ncclCommRevoke or NCCL_SHRINK_ABORT)",
+             end.peer);
       ctx_.setError(ncclSystemError);
       return Wait::kStop;
     }

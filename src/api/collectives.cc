@@ -32,6 +32,7 @@ struct Call {
 
 ncclResult_t validate(const Call& c, ncclComm* comm) {
   CHORUS_CHECK(checkComm(comm, c.func));
+  CHORUS_CHECK(checkReady(comm, c.func));
   CHORUS_CHECK(checkDatatype(c.dtype, c.func));
   if (c.reduces) CHORUS_CHECK(checkRedOp(comm, c.op, c.dtype, c.func));
   if (c.rooted) CHORUS_CHECK(checkRank(c.root, comm->nranks, c.rootName, c.func));

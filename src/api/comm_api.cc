@@ -22,6 +22,7 @@ namespace {
 ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, int rank, int cudaDev,
                       const ncclConfig_t* config, const char* func) {
   CHORUS_CHECK(checkNotNull(newcomm, "comm", func));
+  *newcomm = nullptr;  // what a refused call leaves, as NCCL
   if (nranks < 1) {
     WARN("%s: invalid argument: nranks %d must be at least 1", func, nranks);
     return ncclInvalidArgument;
@@ -67,6 +68,8 @@ ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                        ncclConfig_t* config) {
   const char* func = "ncclCommInitRankScalable";
+  CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
+  *newcomm = nullptr;
   CHORUS_CHECK(checkNotNull(commIds, "commIds", func));
   if (nId < 1) {
     WARN("%s: invalid argument: nId %d must be at least 1", func, nId);
@@ -115,18 +118,25 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 }
 
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;  // as NCCL
   CHORUS_CHECK(checkComm(comm, "ncclCommFinalize"));
   if (comm->revokeFlag.load() != 0) {
-    WARN("ncclCommFinalize: invalid usage: communicator %p (rank %d) was revoked; destroy it instead",
+    WARN("ncclCommFinalize: invalid argument: communicator %p (rank %d) was revoked; destroy it instead",
          static_cast<void*>(comm), comm->rank);
-    return ncclInvalidUsage;
+    return ncclInvalidArgument;
   }
-  if (comm->worker) {
-    if (!comm->config.blocking && !comm->worker->idle()) {
-      return ncclInProgress;  // the queued work completes; ncclCommGetAsyncError tells when
-    }
-    comm->worker->waitIdle();
+  if (comm->finalized.exchange(true)) {
+    WARN("ncclCommFinalize: invalid argument: communicator %p (rank %d) is already finalized; destroy it",
+         static_cast<void*>(comm), comm->rank);
+    return ncclInvalidArgument;
   }
+  if (!comm->config.blocking) {
+    // Finalizing is the communicator's last job: it completes after the queued work, and
+    // ncclCommGetAsyncError tells when.
+    submitAsync(comm, [] { return ncclSuccess; });
+    return ncclInProgress;
+  }
+  if (comm->worker) comm->worker->waitIdle();
   const int async = comm->asyncResult.load();
   return async == ncclInProgress ? ncclSuccess : static_cast<ncclResult_t>(async);
 }
@@ -152,9 +162,11 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
 ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   const char* func = "ncclCommSuspend";
   CHORUS_CHECK(checkComm(comm, func));
-  if ((flags & ~NCCL_SUSPEND_MEM) != 0) {
-    WARN("%s: invalid argument: flags 0x%x has bits other than NCCL_SUSPEND_MEM (0x%x)", func, flags, NCCL_SUSPEND_MEM);
-    return ncclInvalidArgument;
+  // As NCCL (2.31): NCCL_SUSPEND_MEM suspends; flags without it are a successful no-op.
+  if ((flags & NCCL_SUSPEND_MEM) == 0) {
+    INFO(kSubsysInit, "%s: comm %p rank %d: flags 0x%x lack NCCL_SUSPEND_MEM; nothing to do", func,
+         static_cast<void*>(comm), comm->rank, flags);
+    return ncclSuccess;
   }
   if (comm->suspended.load()) {
     WARN("%s: invalid usage: communicator %p (rank %d) is already suspended", func, static_cast<void*>(comm),
@@ -163,7 +175,7 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   }
   const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
   const uint64_t gpuBytes = executor ? executor->gpuMemoryBytes() : 0;
-  if ((flags & NCCL_SUSPEND_MEM) != 0 && gpuBytes != 0) {
+  if (gpuBytes != 0) {
     WARN("%s: communicator %p (rank %d) holds %llu bytes of GPU memory, which the CUDA executor cannot release yet",
          func, static_cast<void*>(comm), comm->rank, static_cast<unsigned long long>(gpuBytes));
     return ncclInvalidUsage;
@@ -209,6 +221,7 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
 
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
   CHORUS_CHECK(checkComm(comm, "ncclCommCount"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommCount"));
   CHORUS_CHECK(checkNotNull(count, "count", "ncclCommCount"));
   *count = comm->nranks;
   return ncclSuccess;
@@ -216,6 +229,7 @@ ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
 
 ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
   CHORUS_CHECK(checkComm(comm, "ncclCommCuDevice"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommCuDevice"));
   CHORUS_CHECK(checkNotNull(device, "device", "ncclCommCuDevice"));
   *device = comm->cudaDev;
   return ncclSuccess;
@@ -223,6 +237,7 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
 
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   CHORUS_CHECK(checkComm(comm, "ncclCommUserRank"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommUserRank"));
   CHORUS_CHECK(checkNotNull(rank, "rank", "ncclCommUserRank"));
   *rank = comm->rank;
   return ncclSuccess;

@@ -21,52 +21,64 @@ using namespace chorus;
 
 namespace {
 
-// Holds an exchange's outcome for the job that runs it: if that job is dropped unrun (its
-// group failed), the set-up waiting for the outcome learns so instead of waiting.
-struct PendingExchange {
-  std::shared_ptr<SplitOutcome> outcome = std::make_shared<SplitOutcome>();
-  ~PendingExchange() { outcome->set(ncclInvalidUsage, SplitPlacement{}); }  // no-op once set
+// The communicator a job of the parent's sets up; marked failed if the job is dropped unrun
+// (its group failed), so that polling it ends.
+struct ChildSetUp {
+  ncclComm* child = nullptr;  // null: this rank is not a member
+  bool ran = false;
+  ~ChildSetUp() {
+    if (child != nullptr && !ran) child->asyncResult.store(ncclInvalidUsage);
+  }
 };
 
 using Exchange = std::function<ncclResult_t(SplitPlacement*)>;
 
-// Runs `exchange` as `parent`'s work, then (when this rank is a `member`) sets up the new
-// communicator with `config` from its outcome.
+// Runs `exchange` and then (when this rank is a `member`) the new communicator's set-up
+// with `config`, both as one job of `parent`'s, as in NCCL: once the parent's call has
+// completed (a non-blocking parent has settled), the new communicator is ready.
 ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member, Exchange exchange, ncclComm_t* newcomm,
                         const char* func) {
-  auto pending = std::make_shared<PendingExchange>();
-  std::shared_ptr<SplitOutcome> outcome = pending->outcome;
-  const ncclResult_t exchanged = enqueueInit(parent, [exchange = std::move(exchange), pending] {
-    SplitPlacement placement;
-    const ncclResult_t r = exchange(&placement);
-    pending->outcome->set(r, placement);
-    return r;
-  });
-  pending.reset();
-  if (!member || (exchanged != ncclSuccess && exchanged != ncclInProgress)) return exchanged;
-
-  auto child = std::make_unique<ncclComm>();
-  child->cudaDev = parent->cudaDev;
-  child->config = config;
-  ncclComm* raw = child.get();
-  *newcomm = raw;
-  const ncclResult_t r = enqueueInit(raw, [raw, outcome, func] {
-    SplitPlacement placement;
-    const ncclResult_t exchange = outcome->wait(&placement);
-    if (exchange != ncclSuccess) {
-      WARN("%s: the exchange on the parent communicator failed or never ran (%s)", func, ncclGetErrorString(exchange));
-      return exchange;
-    }
-    raw->rank = placement.rank;
-    raw->nranks = placement.nranks;
-    return initCommunicator(raw, placement.id);
-  });
-  if (r != ncclSuccess && r != ncclInProgress) {
-    *newcomm = nullptr;
-    return r;  // `child` is freed here: a blocking set-up failed
+  std::unique_ptr<ncclComm> child;
+  auto setUp = std::make_shared<ChildSetUp>();
+  if (member) {
+    child = std::make_unique<ncclComm>();
+    child->cudaDev = parent->cudaDev;
+    child->config = config;
+    child->asyncResult.store(ncclInProgress);
+    setUp->child = child.get();
   }
-  child.release();
-  return r;  // a blocking child is ready; a non-blocking one is in progress
+  const ncclResult_t exchanged = enqueueInit(
+      parent,
+      [exchange = std::move(exchange), setUp, func] {
+        setUp->ran = true;
+        SplitPlacement placement;
+        const ncclResult_t r = exchange(&placement);
+        ncclComm* made = setUp->child;
+        if (made == nullptr) return r;
+        ncclResult_t result = r;
+        if (r != ncclSuccess) {
+          WARN("%s: the exchange on the parent communicator failed (%s)", func, ncclGetErrorString(r));
+        } else {
+          made->rank = placement.rank;
+          made->nranks = placement.nranks;
+          result = initCommunicator(made, placement.id);
+        }
+        int expected = ncclInProgress;  // an error recorded meanwhile (used too early) stays
+        made->asyncResult.compare_exchange_strong(expected, result);
+        return r;  // the parent's own state: a failed set-up belongs to the new communicator
+      },
+      InitKind::kOfParent);
+  setUp.reset();
+  if (!member || (exchanged != ncclSuccess && exchanged != ncclInProgress))
+    return exchanged == ncclInProgress ? ncclSuccess : exchanged;
+  const int childResult = child->asyncResult.load();
+  if (childResult != ncclSuccess && childResult != ncclInProgress) {
+    return static_cast<ncclResult_t>(childResult);  // a blocking set-up failed; `child` is freed here
+  }
+  *newcomm = child.release();
+  // Ready when the parent is blocking; otherwise once the parent has settled (or the
+  // group has ended). A non-blocking parent's split itself answers ncclSuccess, as NCCL's.
+  return exchanged == ncclInProgress ? ncclSuccess : exchanged;
 }
 
 // The parent's config when none is given (as NCCL), else `config`.
@@ -94,20 +106,12 @@ void revokeWork(ncclComm* comm) {
   comm->asyncResult.store(ncclSuccess);
 }
 
-}  // namespace
-
-extern "C" {
-
-ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+// Every color but NCCL_SPLIT_NOCOLOR is an ordinary one, negative ones too (as NCCL).
+ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   const char* func = "ncclCommSplit";
   CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
   *newcomm = nullptr;
   CHORUS_CHECK(checkComm(comm, func));
-  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
-    WARN("%s: invalid argument: color %d must be non-negative or NCCL_SPLIT_NOCOLOR (%d)", func, color,
-         NCCL_SPLIT_NOCOLOR);
-    return ncclInvalidArgument;
-  }
   CHORUS_CHECK(checkHealthy(comm, func));
   CommConfig parsed;
   CHORUS_CHECK(childConfig(comm, config, &parsed, func));
@@ -117,8 +121,8 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* new
       func);
 }
 
-ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-                             ncclConfig_t* config, int shrinkFlags) {
+ncclResult_t shrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                    ncclConfig_t* config, int shrinkFlags) {
   const char* func = "ncclCommShrink";
   CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
   *newcomm = nullptr;
@@ -128,12 +132,12 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
          shrinkFlags);
     return ncclInvalidArgument;
   }
-  if (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks) {
-    WARN("%s: invalid argument: excludeRanksCount %d must be in [0, %d) (the communicator has %d ranks)", func,
+  if (excludeRanksCount < 1 || excludeRanksCount >= comm->nranks) {
+    WARN("%s: invalid argument: excludeRanksCount %d must be in [1, %d) (the communicator has %d ranks)", func,
          excludeRanksCount, comm->nranks, comm->nranks);
     return ncclInvalidArgument;
   }
-  if (excludeRanksCount > 0) CHORUS_CHECK(checkNotNull(excludeRanksList, "excludeRanksList", func));
+  CHORUS_CHECK(checkNotNull(excludeRanksList, "excludeRanksList", func));
   std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
   for (int i = 0; i < excludeRanksCount; ++i) {
     CHORUS_CHECK(checkRank(excluded[i], comm->nranks, "excludeRanksList[i]", func));
@@ -142,9 +146,9 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
       return ncclInvalidArgument;
     }
     if (excluded[i] == comm->rank) {
-      WARN("%s: invalid usage: rank %d is in its own excludeRanksList (excluded ranks do not call ncclCommShrink)",
+      WARN("%s: invalid argument: rank %d is in its own excludeRanksList (excluded ranks do not call ncclCommShrink)",
            func, comm->rank);
-      return ncclInvalidUsage;
+      return ncclInvalidArgument;
     }
   }
   CommConfig parsed;
@@ -163,16 +167,39 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
       newcomm, func);
 }
 
+}  // namespace
+
+extern "C" {
+
+// An argument refused inside a group fails the group's end too, as in NCCL.
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  return groupRecorded(split(comm, color, key, newcomm, config));
+}
+
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags) {
+  return groupRecorded(shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
+}
+
+// Local, as in NCCL: revoking NULL is a no-op, a communicator is revoked once, and a
+// non-blocking one answers ncclInProgress (its work has stopped when the call returns, so
+// polling sees ncclSuccess at once).
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   const char* func = "ncclCommRevoke";
+  if (comm == nullptr) return ncclSuccess;
   CHORUS_CHECK(checkComm(comm, func));
   if (revokeFlags != NCCL_REVOKE_DEFAULT) {
     WARN("%s: invalid argument: revokeFlags 0x%x must be NCCL_REVOKE_DEFAULT (0)", func, revokeFlags);
     return ncclInvalidArgument;
   }
+  if (comm->revokeFlag.load() != 0) {
+    WARN("%s: invalid argument: communicator %p (rank %d) is already revoked", func, static_cast<void*>(comm),
+         comm->rank);
+    return ncclInvalidArgument;
+  }
   revokeWork(comm);
   INFO(kSubsysInit, "comm %p rank %d nRanks %d - Revoke COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
-  return ncclSuccess;
+  return comm->config.blocking ? ncclSuccess : ncclInProgress;
 }
 
 }  // extern "C"

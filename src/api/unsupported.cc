@@ -14,6 +14,12 @@ ncclResult_t unsupported(const char* func, const char* why) {
   return ncclInvalidUsage;
 }
 
+// What NCCL answers where the communicator has no host RMA support (measured, 2.31).
+ncclResult_t noHostRma(const char* func) {
+  WARN("%s is not supported by Chorus yet (one-sided operations on memory windows need host RMA support)", func);
+  return ncclInvalidArgument;
+}
+
 }  // namespace
 
 // Device-side API types (nccl_device.h); only their host entry points are exported.
@@ -28,15 +34,6 @@ struct ncclGinBarrierHandle;
 struct ncclLLA2AHandle;
 
 extern "C" {
-
-ncclResult_t pncclCommWindowRegister(ncclComm_t, void*, size_t, ncclWindow_t* win, int) {
-  if (win) *win = nullptr;
-  return unsupported("ncclCommWindowRegister", "symmetric memory windows need the CUDA executor");
-}
-
-ncclResult_t pncclCommWindowDeregister(ncclComm_t, ncclWindow_t) {
-  return unsupported("ncclCommWindowDeregister", "symmetric memory windows need the CUDA executor");
-}
 
 ncclResult_t pncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*) {
   return unsupported("ncclDevCommCreate", "the device-side API needs the CUDA executor");
@@ -100,22 +97,15 @@ ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t
   return unsupported("ncclCommGrow", "growing a communicator");
 }
 
-ncclResult_t pncclWinGetUserPtr(ncclComm_t, ncclWindow_t, void** outUserPtr) {
-  if (outUserPtr) *outUserPtr = nullptr;
-  return unsupported("ncclWinGetUserPtr", "memory windows");
-}
-
 ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
                             ncclComm_t, cudaStream_t) {
-  return unsupported("ncclPutSignal", "one-sided operations on memory windows");
+  return noHostRma("ncclPutSignal");
 }
 
-ncclResult_t pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) {
-  return unsupported("ncclSignal", "one-sided operations on memory windows");
-}
+ncclResult_t pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) { return noHostRma("ncclSignal"); }
 
 ncclResult_t pncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
-  return unsupported("ncclWaitSignal", "one-sided operations on memory windows");
+  return noHostRma("ncclWaitSignal");
 }
 
 // The device API entry points are not declared in nccl.h, so their nccl* names are
@@ -135,8 +125,6 @@ int ncclTeamRankToLsa(ncclComm_t, ncclTeam, int);
 
 }  // extern "C"
 
-CHORUS_EXPORT_ALIAS(ncclCommWindowRegister)
-CHORUS_EXPORT_ALIAS(ncclCommWindowDeregister)
 CHORUS_EXPORT_ALIAS(ncclDevCommCreate)
 CHORUS_EXPORT_ALIAS(ncclDevCommDestroy)
 CHORUS_EXPORT_ALIAS(ncclLsaBarrierCreateRequirement)
@@ -150,7 +138,6 @@ CHORUS_EXPORT_ALIAS(ncclTeamRankToWorld)
 CHORUS_EXPORT_ALIAS(ncclTeamRankToLsa)
 CHORUS_EXPORT_ALIAS(ncclCommGetUniqueId)
 CHORUS_EXPORT_ALIAS(ncclCommGrow)
-CHORUS_EXPORT_ALIAS(ncclWinGetUserPtr)
 CHORUS_EXPORT_ALIAS(ncclPutSignal)
 CHORUS_EXPORT_ALIAS(ncclSignal)
 CHORUS_EXPORT_ALIAS(ncclWaitSignal)

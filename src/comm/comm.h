@@ -61,6 +61,14 @@ struct CommConfig {
 
 }  // namespace chorus
 
+// A memory window (ncclCommWindowRegister): the user's buffer, as this rank registered it.
+struct ncclWindow_vidmem {
+  ncclComm* comm;
+  void* base;
+  size_t size;
+  int flags;
+};
+
 struct ncclComm {
   static constexpr uint64_t kMagic = 0x43686f7275734321ull;  // "ChorusC!"
   uint64_t magic = kMagic;
@@ -76,6 +84,8 @@ struct ncclComm {
   std::vector<chorus::PeerInfo> peers;
 
   std::atomic<uint32_t> abortFlag{0};
+  std::atomic<bool> ready{false};       // set-up finished: the communicator takes calls
+  std::atomic<bool> finalized{false};   // ncclCommFinalize: no more work; only destroy remains
   std::atomic<uint32_t> revokeFlag{0};  // ncclCommRevoke (or NCCL_SHRINK_ABORT): no more work runs
   std::atomic<bool> suspended{false};   // ncclCommSuspend: no work runs until ncclCommResume
   int shrinks = 0;                      // ncclCommShrink calls so far (tells their messages apart)
@@ -104,8 +114,9 @@ struct ncclComm {
   std::unique_ptr<chorus::PlanLanes> plan;  // the lanes of the latest call, reused
   std::vector<chorus::UserRedOp> userOps;
 
-  std::mutex regMutex;
+  std::mutex regMutex;  // guards registrations and windows
   std::vector<std::pair<void*, size_t>> registrations;
+  std::vector<std::unique_ptr<ncclWindow_vidmem>> windows;
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
 

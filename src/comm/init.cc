@@ -186,6 +186,7 @@ ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   INFO(kSubsysInit, "comm %p%s%s rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)",
        static_cast<void*>(comm), comm->config.commName.empty() ? "" : " commName ", comm->config.commName.c_str(),
        comm->rank, comm->nranks, nChannels, getpid(), ms);
+  comm->ready.store(true);
   return ncclSuccess;
 }
 

@@ -16,6 +16,7 @@ namespace {
 struct InitJob {
   ncclComm* comm;
   std::function<ncclResult_t()> run;
+  InitKind kind;
 };
 
 struct GroupState {
@@ -126,7 +127,8 @@ ncclResult_t launchGroup(GroupState& g) {
 void dropPending(GroupState& g) {
   for (ncclComm* comm : g.comms) comm->pending.clear();
   g.comms.clear();
-  for (InitJob& job : g.inits) job.comm->asyncResult.store(ncclInvalidUsage);
+  for (InitJob& job : g.inits)
+    if (job.kind == InitKind::kOwn) job.comm->asyncResult.store(ncclInvalidUsage);
   g.inits.clear();
 }
 
@@ -144,6 +146,10 @@ ncclResult_t checkAcceptsWork(const ncclComm* comm) {
         "Communicator %p (rank %d) was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT): it can only be destroyed, "
         "split or shrunk",
         c, comm->rank);
+    return ncclInvalidUsage;
+  }
+  if (comm->finalized.load()) {
+    WARN("Communicator %p (rank %d) is finalized (ncclCommFinalize): it can only be destroyed", c, comm->rank);
     return ncclInvalidUsage;
   }
   if (comm->suspended.load()) {
@@ -221,6 +227,22 @@ void groupRecordError(ncclResult_t result) {
   if (g.depth > 0 && g.error == ncclSuccess) g.error = result;
 }
 
+ncclResult_t checkReady(ncclComm* comm, const char* func) {
+  if (comm->ready.load()) return ncclSuccess;
+  const GroupState& g = currentGroup();
+  for (const InitJob& job : g.inits)
+    if (job.comm == comm && job.kind == InitKind::kOwn) return ncclSuccess;
+  WARN(
+      "%s: communicator %p is not ready: its set-up has not finished (a non-blocking init or split returned "
+      "ncclInProgress; poll ncclCommGetAsyncError until ncclSuccess first)",
+      func, static_cast<void*>(comm));
+  if (!comm->config.blocking) {
+    std::lock_guard<std::mutex> lock(comm->asyncMutex);
+    comm->asyncResult.store(ncclInvalidArgument);  // kept: the set-up's result no longer replaces it
+  }
+  return ncclInvalidArgument;
+}
+
 ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
   GroupState& g = currentGroup();
   if (const ncclResult_t r = checkAcceptsWork(comm); r != ncclSuccess) {
@@ -234,11 +256,11 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
   return launchGroup(g);
 }
 
-ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init) {
+ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, InitKind kind) {
   GroupState& g = currentGroup();
   if (g.depth > 0) {
     comm->asyncResult.store(ncclInProgress);
-    g.inits.push_back(InitJob{comm, std::move(init)});
+    g.inits.push_back(InitJob{comm, std::move(init), kind});
     return ncclSuccess;
   }
   if (!comm->config.blocking) {

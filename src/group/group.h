@@ -23,11 +23,25 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info);
 // Records a validated op; outside a group it runs at once.
 ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op);
 
+// Whose set-up a job is: `comm`'s own (ncclCommInitRank*), or a communicator that a job
+// of `comm`'s makes (ncclCommSplit, ncclCommShrink) and whose state the job keeps itself.
+enum class InitKind { kOwn, kOfParent };
+
 // Runs a communicator init now, or at the group's end when inside a group.
-ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init);
+ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, InitKind kind = InitKind::kOwn);
+
+// Whether `comm` takes calls now: its set-up has finished, or it is pending in this
+// thread's group (the group's end runs it before the calls). A refusal WARNs; a
+// non-blocking communicator keeps the error, as in NCCL.
+ncclResult_t checkReady(ncclComm* comm, const char* func);
 
 // An argument error inside a group fails the whole group at ncclGroupEnd.
 void groupRecordError(ncclResult_t result);
+// Records `result` when it is an error (see groupRecordError) and returns it.
+inline ncclResult_t groupRecorded(ncclResult_t result) {
+  if (result != ncclSuccess && result != ncclInProgress) groupRecordError(result);
+  return result;
+}
 
 // Runs a non-blocking communicator's job on its worker, tracking asyncResult.
 void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job);
