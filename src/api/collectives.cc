@@ -1,9 +1,13 @@
 // Collective and point-to-point entry points: validate, record, and (outside a
 // group) run. AlltoAll, Gather and Scatter are grouped sends and receives, as in NCCL.
+// Each collective has a plain and an nccl*Config form (NCCL 2.31+): one Call, the
+// second also reads a per-call ncclCollConfig_t (coll_config.h).
 #include "core/debug.h"
 #include "device/common/datatypes.h"
+#include "src/api/coll_config.h"
 #include "src/api/export.h"
 #include "src/api/validate.h"
+#include "src/enqueue/plan.h"
 #include "src/executor/executor_choice.h"
 #include "src/group/group.h"
 
@@ -51,26 +55,36 @@ ncclResult_t validate(const Call& c, ncclComm* comm) {
   return ncclSuccess;
 }
 
-ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream) {
+// A refused config fails its own call only: unlike a bad argument it does not fail the
+// group the call is in (NCCL 2.31 runs the rest of the group). The plain forms pass no
+// config and pay one branch for it.
+ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const ncclCollConfig_t* config = nullptr) {
+  CallTuning tuning;
+  if (config != nullptr) CHORUS_CHECK(readCollConfig(config, collKindOf(c.kind), c.func, &tuning));
   ncclResult_t r = validate(c, comm);
   if (r != ncclSuccess) {
     groupRecordError(r);
     return r;
   }
+  if (config != nullptr) nameUnusedCollConfigFields(comm, config, c.func);
   INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p [nranks=%d] stream %p",
        c.func, c.sendbuff, static_cast<void*>(c.recvbuff), c.count, typeName(c.dtype), static_cast<int>(c.op), c.root,
        static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
-  return enqueueOp(comm, CollOp{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream});
+  return enqueueOp(comm, CollOp{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream, tuning});
 }
 
-// Validates a composite call, then records its sends and receives as one group.
+// Validates a composite call, then records its sends and receives as one group. Its
+// config can only be checked: sends and receives have no algorithm or channels to bound.
 template <typename Record>
-ncclResult_t submitGrouped(const Call& c, ncclComm* comm, Record&& record) {
+ncclResult_t submitGrouped(const Call& c, ncclComm* comm, const ncclCollConfig_t* config, Record&& record) {
+  CallTuning unused;
+  CHORUS_CHECK(readCollConfig(config, CollKind::SendRecv, c.func, &unused));
   ncclResult_t r = validate(c, comm);
   if (r != ncclSuccess) {
     groupRecordError(r);
     return r;
   }
+  nameUnusedCollConfigFields(comm, config, c.func);
   const size_t bytes = c.count * typeSize(c.dtype);
   groupStart();
   for (int peer = 0; peer < comm->nranks && r == ncclSuccess; ++peer) r = record(peer, bytes);
@@ -81,38 +95,103 @@ ncclResult_t submitGrouped(const Call& c, ncclComm* comm, Record&& record) {
 const char* at(const void* base, size_t offset) { return static_cast<const char*>(base) + offset; }
 char* at(void* base, size_t offset) { return static_cast<char*>(base) + offset; }
 
+// The calls, by collective; the entry points below name themselves in `func`.
+Call allReduce(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               ncclRedOp_t op) {
+  Call c{func, WorkKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0};
+  c.reduces = true;
+  return c;
+}
+
+Call reduceScatter(const char* func, const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                   ncclRedOp_t op) {
+  Call c{func, WorkKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0};
+  c.reduces = true;
+  c.blockPerRank = true;
+  return c;
+}
+
+Call allGather(const char* func, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype) {
+  Call c{func, WorkKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0};
+  c.blockPerRank = true;
+  return c;
+}
+
+Call broadcast(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               int root) {
+  Call c{func, WorkKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  c.rooted = true;
+  c.sendAtRootOnly = true;
+  return c;
+}
+
+Call reduce(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+            ncclRedOp_t op, int root) {
+  Call c{func, WorkKind::Reduce, sendbuff, recvbuff, count, datatype, op, root};
+  c.reduces = true;
+  c.rooted = true;
+  c.recvAtRootOnly = true;
+  return c;
+}
+
+ncclResult_t alltoAll(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                      ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
+  c.blockPerRank = true;
+  return submitGrouped(c, comm, config, [&](int peer, size_t bytes) {
+    CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
+    return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
+  });
+}
+
+ncclResult_t gather(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                    int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  c.rooted = true;
+  c.recvAtRootOnly = true;
+  c.blockPerRank = true;
+  return submitGrouped(c, comm, config, [&](int peer, size_t bytes) {
+    if (peer == root) CHORUS_CHECK(pncclSend(sendbuff, count, datatype, root, comm, stream));
+    if (comm->rank == root) return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t scatter(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                     int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
+  c.rooted = true;
+  c.sendAtRootOnly = true;
+  c.blockPerRank = true;
+  return submitGrouped(c, comm, config, [&](int peer, size_t bytes) {
+    if (comm->rank == root) CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
+    if (peer == root) return pncclRecv(recvbuff, count, datatype, root, comm, stream);
+    return ncclSuccess;
+  });
+}
+
 }  // namespace
 
 extern "C" {
 
 ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                             ncclComm_t comm, cudaStream_t stream) {
-  Call c{"ncclAllReduce", WorkKind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0};
-  c.reduces = true;
-  return submit(c, comm, stream);
+  return submit(allReduce("ncclAllReduce", sendbuff, recvbuff, count, datatype, op), comm, stream);
 }
 
 ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  Call c{"ncclReduceScatter", WorkKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0};
-  c.reduces = true;
-  c.blockPerRank = true;
-  return submit(c, comm, stream);
+  return submit(reduceScatter("ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op), comm, stream);
 }
 
 ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                             ncclComm_t comm, cudaStream_t stream) {
-  Call c{"ncclAllGather", WorkKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0};
-  c.blockPerRank = true;
-  return submit(c, comm, stream);
+  return submit(allGather("ncclAllGather", sendbuff, recvbuff, sendcount, datatype), comm, stream);
 }
 
 ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                             ncclComm_t comm, cudaStream_t stream) {
-  Call c{"ncclBroadcast", WorkKind::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root};
-  c.rooted = true;
-  c.sendAtRootOnly = true;
-  return submit(c, comm, stream);
+  return submit(broadcast("ncclBroadcast", sendbuff, recvbuff, count, datatype, root), comm, stream);
 }
 
 ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -124,11 +203,7 @@ ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int r
 
 ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                          int root, ncclComm_t comm, cudaStream_t stream) {
-  Call c{"ncclReduce", WorkKind::Reduce, sendbuff, recvbuff, count, datatype, op, root};
-  c.reduces = true;
-  c.rooted = true;
-  c.recvAtRootOnly = true;
-  return submit(c, comm, stream);
+  return submit(reduce("ncclReduce", sendbuff, recvbuff, count, datatype, op, root), comm, stream);
 }
 
 ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -151,38 +226,61 @@ ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, in
 
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                            cudaStream_t stream) {
-  Call c{"ncclAlltoAll", WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
-  c.blockPerRank = true;
-  return submitGrouped(c, comm, [&](int peer, size_t bytes) {
-    CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
-    return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
-  });
+  return alltoAll("ncclAlltoAll", sendbuff, recvbuff, count, datatype, comm, stream, nullptr);
 }
 
 ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
-  Call c{"ncclGather", WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
-  c.rooted = true;
-  c.recvAtRootOnly = true;
-  c.blockPerRank = true;
-  return submitGrouped(c, comm, [&](int peer, size_t bytes) {
-    if (peer == root) CHORUS_CHECK(pncclSend(sendbuff, count, datatype, root, comm, stream));
-    if (comm->rank == root) return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
-    return ncclSuccess;
-  });
+  return gather("ncclGather", sendbuff, recvbuff, count, datatype, root, comm, stream, nullptr);
 }
 
 ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                           ncclComm_t comm, cudaStream_t stream) {
-  Call c{"ncclScatter", WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
-  c.rooted = true;
-  c.sendAtRootOnly = true;
-  c.blockPerRank = true;
-  return submitGrouped(c, comm, [&](int peer, size_t bytes) {
-    if (comm->rank == root) CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
-    if (peer == root) return pncclRecv(recvbuff, count, datatype, root, comm, stream);
-    return ncclSuccess;
-  });
+  return scatter("ncclScatter", sendbuff, recvbuff, count, datatype, root, comm, stream, nullptr);
+}
+
+ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                  const ncclCollConfig_t* config) {
+  return submit(allReduce("ncclAllReduceConfig", sendbuff, recvbuff, count, datatype, op), comm, stream, config);
+}
+
+ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                      const ncclCollConfig_t* config) {
+  return submit(reduceScatter("ncclReduceScatterConfig", sendbuff, recvbuff, recvcount, datatype, op), comm, stream,
+                config);
+}
+
+ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                  ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return submit(allGather("ncclAllGatherConfig", sendbuff, recvbuff, sendcount, datatype), comm, stream, config);
+}
+
+ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                  ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return submit(broadcast("ncclBroadcastConfig", sendbuff, recvbuff, count, datatype, root), comm, stream, config);
+}
+
+ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                               const ncclCollConfig_t* config) {
+  return submit(reduce("ncclReduceConfig", sendbuff, recvbuff, count, datatype, op, root), comm, stream, config);
+}
+
+ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return alltoAll("ncclAlltoAllConfig", sendbuff, recvbuff, count, datatype, comm, stream, config);
+}
+
+ncclResult_t pncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return gather("ncclGatherConfig", sendbuff, recvbuff, count, datatype, root, comm, stream, config);
+}
+
+ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return scatter("ncclScatterConfig", sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
 ncclResult_t pncclGroupStart() { return groupStart(); }
@@ -202,6 +300,14 @@ CHORUS_EXPORT_ALIAS(ncclRecv)
 CHORUS_EXPORT_ALIAS(ncclAlltoAll)
 CHORUS_EXPORT_ALIAS(ncclGather)
 CHORUS_EXPORT_ALIAS(ncclScatter)
+CHORUS_EXPORT_ALIAS(ncclAllReduceConfig)
+CHORUS_EXPORT_ALIAS(ncclReduceScatterConfig)
+CHORUS_EXPORT_ALIAS(ncclAllGatherConfig)
+CHORUS_EXPORT_ALIAS(ncclBroadcastConfig)
+CHORUS_EXPORT_ALIAS(ncclReduceConfig)
+CHORUS_EXPORT_ALIAS(ncclAlltoAllConfig)
+CHORUS_EXPORT_ALIAS(ncclGatherConfig)
+CHORUS_EXPORT_ALIAS(ncclScatterConfig)
 CHORUS_EXPORT_ALIAS(ncclGroupStart)
 CHORUS_EXPORT_ALIAS(ncclGroupEnd)
 CHORUS_EXPORT_ALIAS(ncclGroupSimulateEnd)

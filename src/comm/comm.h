@@ -113,6 +113,9 @@ struct ncclComm {
   std::vector<chorus::CollOp> pending;      // enqueued inside a group, run at ncclGroupEnd
   std::unique_ptr<chorus::PlanLanes> plan;  // the lanes of the latest call, reused
   std::vector<chorus::UserRedOp> userOps;
+  // The ncclCollConfig_t fields already named in a log line (src/api/coll_config.h), one
+  // bit each: a field without effect is said once per communicator, not once per call.
+  std::atomic<uint32_t> collConfigFieldsNamed{0};
 
   std::mutex regMutex;  // guards registrations and windows
   std::vector<std::pair<void*, size_t>> registrations;

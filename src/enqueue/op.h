@@ -5,6 +5,7 @@
 
 #include "device/common/work.h"
 #include "nccl.h"
+#include "src/tune/tuner.h"
 
 namespace chorus {
 
@@ -17,6 +18,7 @@ struct CollOp {
   ncclRedOp_t op;
   int root;                       // root, or the peer of Send/Recv
   cudaStream_t stream = nullptr;  // the user's stream (the CUDA executor launches on it)
+  CallTuning tuning{};            // what the call's ncclCollConfig_t asks of algorithm and channels
 };
 
 }  // namespace chorus

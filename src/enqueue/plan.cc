@@ -1,5 +1,6 @@
 #include "src/enqueue/plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -146,7 +147,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     if (op.kind == WorkKind::AllReduce || op.kind == WorkKind::ReduceScatter || op.kind == WorkKind::Reduce) {
       CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
     }
-    const TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op));
+    const TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op), op.tuning);
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
       if (op.root == comm->rank) {
         (op.kind == WorkKind::Send ? plan.selfSends : plan.selfRecvs).push_back(&op);
@@ -157,8 +158,10 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       appendItem(lane, op, red, how, 0, ChannelRange{0, op.count});
       continue;
     }
-    const size_t per = sharePerChannel(op.count, nChannels);
-    for (int c = 0; c < nChannels; ++c) {
+    // A call's maxCTAs leaves the higher channels out of it; every rank leaves the same ones.
+    const int callChannels = op.tuning.maxChannels > 0 ? std::min(nChannels, op.tuning.maxChannels) : nChannels;
+    const size_t per = sharePerChannel(op.count, callChannels);
+    for (int c = 0; c < callChannels; ++c) {
       ChannelRange share = channelShare(op.count, c, per);
       if (share.count == 0 && c > 0) continue;  // channel 0 still runs an empty call (keeps ranks in step)
       appendItem(plan.channels[c], op, red, how, c, share);

@@ -205,7 +205,8 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   float estimate = 0;
   for (ncclComm* comm : g.comms) {
     std::vector<TuneRequest> calls;
-    for (const CollOp& op : comm->pending) calls.push_back(TuneRequest{collKindOf(op.kind), tunedBytes(comm, op)});
+    for (const CollOp& op : comm->pending)
+      calls.push_back(TuneRequest{collKindOf(op.kind), tunedBytes(comm, op), op.tuning});
     estimate = std::max(estimate, simulateGroupTimeUs(*comm->tuner, calls));
     comm->pending.clear();
   }

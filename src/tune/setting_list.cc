@@ -48,6 +48,7 @@ SettingList parseSettingList(std::string_view text, std::span<const SettingName>
     if (!token.empty()) {
       const SettingName* name = findName(token, names);
       if (name == nullptr) return everything(allMask, SettingList::Outcome::UnknownName, std::string(token));
+      ++list.names;
       if (name->bit < 0) {
         list.foreignNames.emplace_back(token);
       } else {
@@ -61,6 +62,7 @@ SettingList parseSettingList(std::string_view text, std::span<const SettingName>
   if (list.mask == 0) {
     SettingList all = everything(allMask, SettingList::Outcome::NothingLeft, "");
     all.foreignNames = std::move(list.foreignNames);
+    all.names = list.names;
     return all;
   }
   return list;

@@ -28,6 +28,7 @@ struct SettingList {
   Outcome outcome = Outcome::Ok;
   std::string problem;
   std::vector<std::string> foreignNames;  // NCCL names Chorus lacks, as written
+  int names = 0;                          // names the text gave, Chorus' and NCCL's: 0 for "^" alone or ", ,"
 };
 
 // Pure parse; `allMask` is what "everything" means.

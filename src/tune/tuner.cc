@@ -20,7 +20,6 @@ constexpr double kBytesPerUsPerGBs = 1e3;  // 1 GB/s = 1000 bytes per microsecon
 
 constexpr uint32_t bitOf(Algorithm a) { return uint32_t(1) << static_cast<int>(a); }
 constexpr uint32_t bitOf(Protocol p) { return uint32_t(1) << static_cast<int>(p); }
-constexpr uint32_t kAllAlgos = (uint32_t(1) << kNumAlgorithms) - 1;
 constexpr uint32_t kAllProtos = (uint32_t(1) << kNumProtocols) - 1;
 
 // NCCL's algorithm names; those with bit -1 exist in NCCL only.
@@ -139,6 +138,19 @@ const char* protocolName(Protocol proto) {
   return "Unknown";
 }
 
+SettingList parseAlgorithmList(std::string_view text) { return parseSettingList(text, kAlgoNames, kAllAlgorithms); }
+
+uint32_t selectableAlgorithms(CollKind coll) {
+  switch (coll) {
+    case CollKind::AllReduce:
+      return bitOf(Algorithm::Ring) | bitOf(Algorithm::Tree);
+    case CollKind::SendRecv:
+      return 0;
+    default:
+      return bitOf(Algorithm::Ring);
+  }
+}
+
 const char* collName(CollKind coll) {
   switch (coll) {
     case CollKind::AllReduce:
@@ -160,7 +172,7 @@ const char* collName(CollKind coll) {
 Tuner::Tuner(const TuneTopology& topo, const std::string& algoSetting, const std::string& protoSetting,
              const TuneConstants& constants)
     : topo_(sanitized(topo)), constants_(constants) {
-  algoMask_ = enabledMaskFromSetting("NCCL_ALGO", algoSetting, kAlgoNames, kAllAlgos);
+  algoMask_ = enabledMaskFromSetting("NCCL_ALGO", algoSetting, kAlgoNames, kAllAlgorithms);
   protoMask_ = enabledMaskFromSetting("NCCL_PROTO", protoSetting, kProtoNames, kAllProtos);
 
   std::string fallenBack;
@@ -194,34 +206,42 @@ bool Tuner::algoValid(CollKind coll, Algorithm algo) const {
   return coll == CollKind::SendRecv || (coll == CollKind::AllReduce && topo_.nranks > 1);
 }
 
-double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto) const {
+double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels) const {
   if (coll == CollKind::SendRecv) algo = Algorithm::Ring;
   if (!algoValid(coll, algo)) return kInfinity;
   const int a = static_cast<int>(algo);
   const int p = static_cast<int>(proto);
-  const CostShape shape = shapeOf(coll, algo, topo_.nranks, bytes / topo_.nChannels);
+  const int channels = maxChannels > 0 ? std::min(maxChannels, topo_.nChannels) : topo_.nChannels;
+  const CostShape shape = shapeOf(coll, algo, topo_.nranks, bytes / channels);
 
   const double channelBw = topo_.busBwGBs * kBytesPerUsPerGBs * constants_.bandwidthFactor[p];
-  double callBw = channelBw * topo_.nChannels;
+  double callBw = channelBw * channels;
   if (algo == Algorithm::Tree) callBw *= constants_.treeBandwidthEfficiency;
 
   const double latency =
       constants_.baseLatencyUs[a][p] + shape.hops * topo_.hopLatencyUs * constants_.hopLatencyFactor[p];
   const double size = static_cast<double>(bytes);
   const double streaming = size * shape.linkBytesPerByte / callBw;
-  const double grain = std::min(size / topo_.nChannels, constants_.pipelineGrainBytes[p]);
+  const double grain = std::min(size / channels, constants_.pipelineGrainBytes[p]);
   const double fill = shape.fillHops * grain / channelBw;
   return latency + streaming + fill;
 }
 
-TuneChoice Tuner::cheapest(CollKind coll, size_t bytes) const {
+uint32_t Tuner::callCandidates(CollKind coll, const CallTuning& call) const {
+  const uint32_t candidates = candidateAlgos_[static_cast<int>(coll)];
+  const uint32_t allowed = candidates & call.algos;
+  return allowed != 0 ? allowed : candidates;
+}
+
+TuneChoice Tuner::cheapest(CollKind coll, size_t bytes, const CallTuning& call) const {
   TuneChoice best{Algorithm::Ring, Protocol::Simple, kInfinity};
   bool found = false;
+  const uint32_t candidates = callCandidates(coll, call);
   for (Algorithm algo : kAlgoPreference) {
-    if (!algoCandidate(coll, algo)) continue;
+    if ((candidates & bitOf(algo)) == 0) continue;
     for (Protocol proto : kProtoPreference) {
       if (!protoEnabled(proto)) continue;
-      const double t = estimateUs(coll, bytes, algo, proto);
+      const double t = estimateUs(coll, bytes, algo, proto, call.maxChannels);
       if (!found || t < best.timeUs) {
         best = {algo, proto, t};
         found = true;
@@ -231,16 +251,18 @@ TuneChoice Tuner::cheapest(CollKind coll, size_t bytes) const {
   return best;  // the constructor guarantees a candidate algorithm and an enabled protocol
 }
 
-TuneChoice Tuner::choose(CollKind coll, size_t bytes) const {
+TuneChoice Tuner::choose(CollKind coll, size_t bytes, const CallTuning& call) const {
   LastChoice& last = lastChoice_[static_cast<int>(coll)];
-  if (last.bytes != bytes) last = {bytes, cheapest(coll, bytes)};
+  if (last.bytes != bytes || last.call != call) last = {bytes, call, cheapest(coll, bytes, call)};
   const TuneChoice choice = last.choice;
-  if (logEnabled(LogLevel::Info, kSubsysTuning)) logChoice(coll, bytes, choice);
+  if (logEnabled(LogLevel::Info, kSubsysTuning)) logChoice(coll, bytes, call, choice);
   return choice;
 }
 
-void Tuner::logChoice(CollKind coll, size_t bytes, const TuneChoice& choice) const {
-  // Every pair that can run the call, in NCCL's order; "(off)" marks those the settings exclude.
+void Tuner::logChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& choice) const {
+  // Every pair that can run the call, in NCCL's order; "(off)" marks those the settings
+  // or the call's own selection exclude.
+  const uint32_t candidates = callCandidates(coll, call);
   std::string estimates;
   for (int a = 0; a < kNumAlgorithms; ++a) {
     const auto algo = static_cast<Algorithm>(a);
@@ -249,9 +271,9 @@ void Tuner::logChoice(CollKind coll, size_t bytes, const TuneChoice& choice) con
     for (int p = 0; p < kNumProtocols; ++p) {
       const auto proto = static_cast<Protocol>(p);
       char item[64];
-      const bool off = !algoCandidate(coll, algo) || !protoEnabled(proto);
+      const bool off = (candidates & bitOf(algo)) == 0 || !protoEnabled(proto);
       snprintf(item, sizeof(item), "%s%s/%s %.2f%s", estimates.empty() ? "" : ", ", lowerAlgoName(algo),
-               lowerProtoName(proto), estimateUs(coll, bytes, algo, proto), off ? " (off)" : "");
+               lowerProtoName(proto), estimateUs(coll, bytes, algo, proto, call.maxChannels), off ? " (off)" : "");
       estimates += item;
     }
   }
@@ -261,7 +283,7 @@ void Tuner::logChoice(CollKind coll, size_t bytes, const TuneChoice& choice) con
 
 float simulateGroupTimeUs(const Tuner& tuner, std::span<const TuneRequest> calls) {
   double total = 0;
-  for (const TuneRequest& call : calls) total += tuner.choose(call.coll, call.bytes).timeUs;
+  for (const TuneRequest& call : calls) total += tuner.choose(call.coll, call.bytes, call.call).timeUs;
   return static_cast<float>(total);
 }
 

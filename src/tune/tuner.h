@@ -40,14 +40,21 @@
 // algorithm (reported as Ring) and NCCL_ALGO. When NCCL_ALGO leaves a collective without a
 // valid algorithm (NCCL_ALGO=^Ring or =Tree, then ReduceScatter, ...), NCCL fails the call;
 // Chorus runs it with Ring instead and says so in one WARN at construction.
+//
+// One call may narrow the choice further (CallTuning, from its ncclCollConfig_t): fewer
+// algorithms, fewer channels (the cost model then counts only those). The API layer has
+// refused a forced selection that NCCL_ALGO leaves empty (src/api/coll_config.h); what is
+// still empty here (Tree on one rank) runs with the communicator's own candidates.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "device/common/step_fifo.h"  // Algorithm, Protocol (NCCL's numbering), kNumAlgorithms, kNumProtocols
+#include "src/tune/setting_list.h"
 #include "src/tune/tune_constants.h"
 
 namespace chorus {
@@ -58,6 +65,24 @@ const char* protocolName(Protocol proto);   // "LL", "LL128", "Simple"
 enum class CollKind : int { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv };
 constexpr int kNumCollKinds = 6;
 const char* collName(CollKind coll);
+
+constexpr uint32_t kAllAlgorithms = (uint32_t(1) << kNumAlgorithms) - 1;  // bits of Algorithm
+
+// An algorithm list as NCCL_ALGO and a call's algSelection write it, over NCCL's names
+// (Chorus lacks CollnetDirect, CollnetChain, NVLS, NVLSTree and PAT); nothing is logged.
+SettingList parseAlgorithmList(std::string_view text);
+
+// The algorithms a call's selection may leave `coll`, on more than one rank: Ring and
+// Tree for AllReduce, Ring for the other collectives; point to point (and AlltoAll,
+// Gather, Scatter, made of it) has none to choose.
+uint32_t selectableAlgorithms(CollKind coll);
+
+// What one call asks of the choice. The defaults ask nothing.
+struct CallTuning {
+  uint32_t algos = kAllAlgorithms;  // the algorithms it may use (bits of Algorithm)
+  int maxChannels = 0;              // the most channels it may use; 0: every channel
+  bool operator==(const CallTuning&) const = default;
+};
 
 // What the model knows about a communicator (filled by the host runtime at init).
 struct TuneTopology {
@@ -86,13 +111,16 @@ class Tuner {
   // Reads NCCL_ALGO and NCCL_PROTO from the environment.
   static Tuner fromEnv(const TuneTopology& topo, const TuneConstants& constants = TuneConstants{});
 
-  // Microseconds for one call; +infinity when the pair cannot run this collective.
-  double estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto) const;
-  // The cheapest enabled pair; ties prefer Simple over LL128 over LL, then Ring over Tree.
-  // Always a pair that can run the collective. With NCCL_DEBUG_SUBSYS=TUNING, one INFO line.
-  TuneChoice choose(CollKind coll, size_t bytes) const;
+  // Microseconds for one call on at most `maxChannels` channels (0: all); +infinity when
+  // the pair cannot run this collective.
+  double estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels = 0) const;
+  // The cheapest enabled pair that `call` allows; ties prefer Simple over LL128 over LL,
+  // then Ring over Tree. Always a pair that can run the collective. With
+  // NCCL_DEBUG_SUBSYS=TUNING, one INFO line.
+  TuneChoice choose(CollKind coll, size_t bytes, const CallTuning& call = {}) const;
 
   bool algoEnabled(Algorithm algo) const { return (algoMask_ >> static_cast<int>(algo)) & 1; }
+  uint32_t enabledAlgorithms() const { return algoMask_; }  // what NCCL_ALGO leaves
   bool protoEnabled(Protocol proto) const { return (protoMask_ >> static_cast<int>(proto)) & 1; }
   // Can `algo` run `coll` on this communicator at all (independent of NCCL_ALGO)?
   bool algoValid(CollKind coll, Algorithm algo) const;
@@ -109,8 +137,11 @@ class Tuner {
   }
 
  private:
-  TuneChoice cheapest(CollKind coll, size_t bytes) const;
-  void logChoice(CollKind coll, size_t bytes, const TuneChoice& choice) const;
+  // The algorithms choose() considers for one call: the communicator's candidates the
+  // call allows, or all of them where it allows none.
+  uint32_t callCandidates(CollKind coll, const CallTuning& call) const;
+  TuneChoice cheapest(CollKind coll, size_t bytes, const CallTuning& call) const;
+  void logChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& choice) const;
 
   TuneTopology topo_;
   TuneConstants constants_;
@@ -122,6 +153,7 @@ class Tuner {
   static constexpr size_t kNoBytes = SIZE_MAX;
   struct LastChoice {
     size_t bytes = kNoBytes;
+    CallTuning call{};
     TuneChoice choice{};
   };
   mutable LastChoice lastChoice_[kNumCollKinds];
@@ -131,6 +163,7 @@ class Tuner {
 struct TuneRequest {
   CollKind coll;
   size_t bytes;
+  CallTuning call{};
 };
 // The estimated time of a group: the calls run one after another on the same channels, so
 // their chosen times add up (as NCCL's simulation does).
