@@ -19,7 +19,7 @@ using namespace chorus;
 
 namespace {
 
-ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, int rank, int cudaDev,
+ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId> ids, int rank, int cudaDev,
                       const ncclConfig_t* config, const char* func) {
   CHORUS_CHECK(checkNotNull(newcomm, "comm", func));
   *newcomm = nullptr;  // what a refused call leaves, as NCCL
@@ -38,7 +38,7 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, const ncclUniqueId& id, i
   comm->config = parsed;
   ncclComm* raw = comm.get();
   *newcomm = raw;
-  ncclResult_t r = enqueueInit(raw, [raw, id] { return initCommunicator(raw, id); });
+  ncclResult_t r = enqueueInit(raw, [raw, ids = std::move(ids)] { return initCommunicator(raw, ids); });
   if (r != ncclSuccess && r != ncclInProgress) {
     *newcomm = nullptr;
     return r;  // `comm` is freed here: a blocking init failed
@@ -58,11 +58,11 @@ ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
 
 ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                      ncclConfig_t* config) {
-  return initRank(comm, nranks, commId, rank, currentCudaDevice(), config, "ncclCommInitRankConfig");
+  return initRank(comm, nranks, {commId}, rank, currentCudaDevice(), config, "ncclCommInitRankConfig");
 }
 
 ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return initRank(comm, nranks, commId, rank, currentCudaDevice(), nullptr, "ncclCommInitRank");
+  return initRank(comm, nranks, {commId}, rank, currentCudaDevice(), nullptr, "ncclCommInitRank");
 }
 
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
@@ -75,8 +75,9 @@ ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myra
     WARN("%s: invalid argument: nId %d must be at least 1", func, nId);
     return ncclInvalidArgument;
   }
-  // Every rank holds the same ids; one root serves all of them on a CPU-scale job.
-  return initRank(newcomm, nranks, commIds[0], myrank, currentCudaDevice(), config, func);
+  // Every rank holds the same ids; each id's root serves a block of the ranks, as in NCCL.
+  return initRank(newcomm, nranks, std::vector<ncclUniqueId>(commIds, commIds + nId), myrank, currentCudaDevice(),
+                  config, func);
 }
 
 ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
@@ -105,7 +106,7 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   groupStart();
   ncclResult_t r = ncclSuccess;
   for (int i = 0; i < ndev && r == ncclSuccess; ++i)
-    r = initRank(&comms[i], ndev, id, i, devlist ? devlist[i] : i, nullptr, func);
+    r = initRank(&comms[i], ndev, {id}, i, devlist ? devlist[i] : i, nullptr, func);
   ncclResult_t end = groupEnd();
   if (r == ncclSuccess) r = end;
   if (r != ncclSuccess) {

@@ -1,19 +1,21 @@
-// Communicators made from another: ncclCommSplit and ncclCommShrink, and ncclCommRevoke,
-// which stops a communicator's work so that it can be shrunk past a dead or stuck rank.
+// Communicators made from another: ncclCommSplit, ncclCommShrink and ncclCommGrow (with
+// ncclCommGetUniqueId); and ncclCommRevoke, which stops a communicator's work so that it
+// can be shrunk past a dead or stuck rank.
 //
-// Both makers run in two parts (src/comm/derived_comm.h): an exchange over the parent's
-// bootstrap, which is the parent's work (ordered with its other calls: its worker runs it
-// when it is non-blocking, the group's end inside a group), then the new communicator's
-// set-up, which waits for the exchange's outcome.
+// Each maker is one job of the parent's (ordered with its other calls: its worker runs it
+// when it is non-blocking, the group's end inside a group): an exchange over the parent's
+// bootstrap (src/comm/derived_comm.h), then the new communicator's set-up from its outcome.
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/debug.h"
 #include "src/api/config.h"
 #include "src/api/export.h"
 #include "src/api/validate.h"
+#include "src/bootstrap/bootstrap.h"
 #include "src/comm/derived_comm.h"
 #include "src/group/group.h"
 
@@ -36,8 +38,8 @@ using Exchange = std::function<ncclResult_t(SplitPlacement*)>;
 // Runs `exchange` and then (when this rank is a `member`) the new communicator's set-up
 // with `config`, both as one job of `parent`'s, as in NCCL: once the parent's call has
 // completed (a non-blocking parent has settled), the new communicator is ready.
-ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member, Exchange exchange, ncclComm_t* newcomm,
-                        const char* func) {
+ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member, Exchange exchange,
+                        ncclComm_t* newcomm) {
   std::unique_ptr<ncclComm> child;
   auto setUp = std::make_shared<ChildSetUp>();
   if (member) {
@@ -49,16 +51,14 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
   }
   const ncclResult_t exchanged = enqueueInit(
       parent,
-      [exchange = std::move(exchange), setUp, func] {
+      [exchange = std::move(exchange), setUp] {
         setUp->ran = true;
         SplitPlacement placement;
         const ncclResult_t r = exchange(&placement);
         ncclComm* made = setUp->child;
         if (made == nullptr) return r;
-        ncclResult_t result = r;
-        if (r != ncclSuccess) {
-          WARN("%s: the exchange on the parent communicator failed (%s)", func, ncclGetErrorString(r));
-        } else {
+        ncclResult_t result = r;  // a failed exchange has named its cause
+        if (r == ncclSuccess) {
           made->rank = placement.rank;
           made->nranks = placement.nranks;
           result = initCommunicator(made, placement.id);
@@ -117,8 +117,7 @@ ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncc
   CHORUS_CHECK(childConfig(comm, config, &parsed, func));
   return deriveComm(
       comm, parsed, color != NCCL_SPLIT_NOCOLOR,
-      [comm, color, key](SplitPlacement* placement) { return exchangeSplit(comm, color, key, placement); }, newcomm,
-      func);
+      [comm, color, key](SplitPlacement* placement) { return exchangeSplit(comm, color, key, placement); }, newcomm);
 }
 
 ncclResult_t shrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
@@ -164,12 +163,67 @@ ncclResult_t shrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCoun
       [comm, excluded, sequence](SplitPlacement* placement) {
         return exchangeShrink(comm, excluded, sequence, placement);
       },
-      newcomm, func);
+      newcomm);
+}
+
+// Grow, on an existing rank (the new ranks join with ncclCommInitRankConfig's path).
+ncclResult_t growExisting(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                          ncclConfig_t* config) {
+  const char* func = "ncclCommGrow";
+  CHORUS_CHECK(checkComm(comm, func));
+  if (rank != -1) {
+    WARN("%s: invalid argument: rank %d given by an existing rank (rank %d of comm %p keeps its rank: pass -1)", func,
+         rank, comm->rank, static_cast<void*>(comm));
+    return ncclInvalidArgument;
+  }
+  if (nRanks <= comm->nranks) {
+    WARN("%s: invalid argument: nRanks %d must be larger than the communicator's %d ranks", func, nRanks, comm->nranks);
+    return ncclInvalidArgument;
+  }
+  CHORUS_CHECK(checkHealthy(comm, func));
+  CommConfig parsed;
+  CHORUS_CHECK(childConfig(comm, config, &parsed, func));
+  std::optional<ncclUniqueId> id;
+  if (uniqueId != nullptr) id = *uniqueId;
+  return deriveComm(
+      comm, parsed, /*member=*/true,
+      [comm, id, nRanks](SplitPlacement* placement) {
+        return exchangeGrow(comm, id ? &*id : nullptr, nRanks, placement);
+      },
+      newcomm);
+}
+
+ncclResult_t grow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                  ncclConfig_t* config) {
+  const char* func = "ncclCommGrow";
+  CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
+  *newcomm = nullptr;
+  if (comm != nullptr) return growExisting(comm, nRanks, uniqueId, rank, newcomm, config);
+  // A new rank: it joins as ncclCommInitRank would, at the rank it names.
+  CHORUS_CHECK(checkNotNull(uniqueId, "uniqueId (a new rank needs the id)", func));
+  if (rank < 0 || rank >= nRanks) {
+    WARN("%s: invalid argument: rank %d of a new rank must be in [0, %d)", func, rank, nRanks);
+    return ncclInvalidArgument;
+  }
+  return pncclCommInitRankConfig(newcomm, nRanks, *uniqueId, rank, config);
 }
 
 }  // namespace
 
 extern "C" {
+
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  const char* func = "ncclCommGetUniqueId";
+  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(checkNotNull(uniqueId, "uniqueId", func));
+  // A root of this rank's own, fresh per call, whatever NCCL_COMM_ID says (that is the parent's).
+  return bootstrapGetUniqueId(uniqueId, RootPlacement::kFresh);
+}
+
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+  return groupRecorded(grow(comm, nRanks, uniqueId, rank, newcomm, config));
+}
 
 // An argument refused inside a group fails the group's end too, as in NCCL.
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
@@ -207,3 +261,5 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
 CHORUS_EXPORT_ALIAS(ncclCommSplit)
 CHORUS_EXPORT_ALIAS(ncclCommShrink)
 CHORUS_EXPORT_ALIAS(ncclCommRevoke)
+CHORUS_EXPORT_ALIAS(ncclCommGetUniqueId)
+CHORUS_EXPORT_ALIAS(ncclCommGrow)

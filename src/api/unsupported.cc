@@ -88,15 +88,6 @@ int pncclTeamRankToLsa(ncclComm_t, ncclTeam, int) {
 
 // Newer NCCL (2.29-2.31): exported so that programs built against those headers load.
 
-ncclResult_t pncclCommGetUniqueId(ncclComm_t, ncclUniqueId*) {
-  return unsupported("ncclCommGetUniqueId", "growing a communicator (ncclCommGrow)");
-}
-
-ncclResult_t pncclCommGrow(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t* newcomm, ncclConfig_t*) {
-  if (newcomm) *newcomm = nullptr;
-  return unsupported("ncclCommGrow", "growing a communicator");
-}
-
 ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
                             ncclComm_t, cudaStream_t) {
   return noHostRma("ncclPutSignal");
@@ -136,8 +127,6 @@ CHORUS_EXPORT_ALIAS(ncclTeamLsa)
 CHORUS_EXPORT_ALIAS(ncclTeamRail)
 CHORUS_EXPORT_ALIAS(ncclTeamRankToWorld)
 CHORUS_EXPORT_ALIAS(ncclTeamRankToLsa)
-CHORUS_EXPORT_ALIAS(ncclCommGetUniqueId)
-CHORUS_EXPORT_ALIAS(ncclCommGrow)
 CHORUS_EXPORT_ALIAS(ncclPutSignal)
 CHORUS_EXPORT_ALIAS(ncclSignal)
 CHORUS_EXPORT_ALIAS(ncclWaitSignal)

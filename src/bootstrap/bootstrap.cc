@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/debug.h"
 #include "core/env.h"
@@ -21,6 +23,22 @@ namespace chorus {
 int bootstrapTimeoutSeconds() {
   int64_t seconds = envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300);
   return static_cast<int>(std::clamp<int64_t>(seconds, 1, 1000000));
+}
+
+int rootOfRank(int rank, int nranks, int nroots) {
+  const int perRoot = nranks / nroots;
+  const int larger = nranks % nroots;  // roots serving perRoot + 1 ranks, first
+  const int inLarger = larger * (perRoot + 1);
+  return rank < inLarger ? rank / (perRoot + 1) : larger + (rank - inLarger) / perRoot;
+}
+
+RootBlock blockOfRoot(int root, int nranks, int nroots) {
+  const int perRoot = nranks / nroots;
+  const int larger = nranks % nroots;
+  RootBlock block;
+  block.first = root * perRoot + std::min(root, larger);
+  block.count = perRoot + (root < larger ? 1 : 0);
+  return block;
 }
 
 // The id's bytes: the secret, the root's address, then one flag byte.
@@ -110,6 +128,11 @@ ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id, RootPlacement placement) {
 
 ncclResult_t Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, const std::atomic<uint32_t>* abortFlag,
                                std::unique_ptr<Bootstrap>* out) {
+  return create(std::span<const ncclUniqueId>(&id, 1), rank, nranks, abortFlag, out);
+}
+
+ncclResult_t Bootstrap::create(std::span<const ncclUniqueId> ids, int rank, int nranks,
+                               const std::atomic<uint32_t>* abortFlag, std::unique_ptr<Bootstrap>* out) {
   if (out == nullptr) {
     WARN("Bootstrap::create: out is NULL");
     return ncclInvalidArgument;
@@ -118,28 +141,45 @@ ncclResult_t Bootstrap::create(const ncclUniqueId& id, int rank, int nranks, con
     WARN("Bootstrap::create: rank %d is outside [0, nranks=%d)", rank, nranks);
     return ncclInvalidArgument;
   }
-  UniqueIdContents contents;
-  if (!unpackUniqueId(id, &contents)) {
-    WARN("Bootstrap::create: the unique id holds no root address (was it made by ncclGetUniqueId?)");
+  if (ids.empty()) {
+    WARN("Bootstrap::create: no unique id");
     return ncclInvalidArgument;
   }
-  if (rank == 0 && contents.rootStartedByRank0) {
+  const int nroots = static_cast<int>(std::min<size_t>(ids.size(), nranks));
+  const int mine = rootOfRank(rank, nranks, nroots);
+  const RootBlock block = blockOfRoot(mine, nranks, nroots);
+  std::vector<UniqueIdContents> roots(nroots);
+  for (int k = 0; k < nroots; ++k) {
+    if (!unpackUniqueId(ids[k], &roots[k])) {
+      WARN("Bootstrap::create: unique id %d of %zu holds no root address (was it made by ncclGetUniqueId?)", k,
+           ids.size());
+      return ncclInvalidArgument;
+    }
+  }
+  const UniqueIdContents& root = roots[mine];
+  if (rank == block.first && root.rootStartedByRank0) {
     Socket rootListener;
-    CHORUS_CHECK(Socket::listen(contents.root, &rootListener));
-    INFO(kSubsysBootstrap, "Bootstrap: rank 0 started the NCCL_COMM_ID root on %s",
+    CHORUS_CHECK(Socket::listen(root.root, &rootListener));
+    INFO(kSubsysBootstrap, "Bootstrap: rank %d started the NCCL_COMM_ID root on %s", rank,
          rootListener.address().toString().c_str());
-    CHORUS_CHECK(startBootstrapRoot(std::move(rootListener), contents.secret));
+    CHORUS_CHECK(startBootstrapRoot(std::move(rootListener), root.secret));
   }
   // Listen where the root can be reached: on its subnet if we have one, else as configured.
   NetInterface iface;
-  if (!findInterfaceMatchingSubnet(contents.root, &iface)) {
-    CHORUS_CHECK(findBootstrapInterface(contents.root.family(), &iface));
+  if (!findInterfaceMatchingSubnet(root.root, &iface)) {
+    CHORUS_CHECK(findBootstrapInterface(root.root.family(), &iface));
   }
   INFO(kSubsysInit | kSubsysNet, "Bootstrap: using %s:%s", iface.name.c_str(), iface.address.hostToString().c_str());
   Socket listener;
   CHORUS_CHECK(Socket::listen(iface.address, &listener));
-  auto bootstrap = std::make_unique<RingBootstrap>(rank, nranks, contents.secret, abortFlag, std::move(listener));
-  CHORUS_CHECK(bootstrap->connect(contents.root));
+  // Ranks prove the first id's secret to each other; each root, its own.
+  auto bootstrap = std::make_unique<RingBootstrap>(rank, nranks, roots[0].secret, abortFlag, std::move(listener));
+  std::optional<RootContact> previous;
+  if (nroots > 1 && rank == block.first) {
+    const int k = (mine + nroots - 1) % nroots;
+    previous = RootContact{roots[k].root, roots[k].secret, blockOfRoot(k, nranks, nroots)};
+  }
+  CHORUS_CHECK(bootstrap->connect(RootContact{root.root, root.secret, block}, previous));
   *out = std::move(bootstrap);
   return ncclSuccess;
 }

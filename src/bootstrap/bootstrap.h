@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "nccl.h"
 
@@ -39,6 +40,10 @@ class Bootstrap {
   // (CHORUS_BOOTSTRAP_TIMEOUT seconds, default 300) passes.
   static ncclResult_t create(const ncclUniqueId& id, int rank, int nranks, const std::atomic<uint32_t>* abortFlag,
                              std::unique_ptr<Bootstrap>* out);
+  // The same over several ids (ncclCommInitRankScalable): every rank holds all of them,
+  // and each root serves a block of the ranks (RootBlock); ids beyond nranks go unused.
+  static ncclResult_t create(std::span<const ncclUniqueId> ids, int rank, int nranks,
+                             const std::atomic<uint32_t>* abortFlag, std::unique_ptr<Bootstrap>* out);
   virtual ~Bootstrap() = default;
 
   // `data` holds nranks slots of `bytesPerRank`; slot `rank` is ours, the others are filled.

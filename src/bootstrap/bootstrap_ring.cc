@@ -19,21 +19,40 @@ RingBootstrap::RingBootstrap(int rank, int nranks, uint64_t secret, const std::a
       outgoing_(nranks),
       peerClosed_(nranks, false) {}
 
-ncclResult_t RingBootstrap::connect(const SocketAddress& root) {
+ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional<RootContact>& previous) {
   Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
-  const std::string rootText = root.toString();
-  INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d listens on %s, root at %s", rank_, nranks_,
-       listener_.address().toString().c_str(), rootText.c_str());
-
-  // Report to the root; its answer is where our successor listens.
-  Socket rootSocket;
+  const std::string rootText = root.address.toString();
+  INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d listens on %s, root at %s (ranks %d to %d)", rank_, nranks_,
+       listener_.address().toString().c_str(), rootText.c_str(), root.block.first,
+       root.block.first + root.block.count - 1);
   RootHello hello{};
-  hello.secret = secret_;
   hello.rank = rank_;
   hello.nranks = nranks_;
   hello.listenAddress = listener_.address().storage;
+
+  // Several roots: the previous block's root learns that we follow its last rank. Sent
+  // before waiting for our own root, which may be waiting for the same from the next block.
+  if (previous) {
+    RootHello successor = hello;
+    successor.secret = previous->secret;
+    successor.block = previous->block;
+    successor.successorOnly = 1;
+    Socket socket;
+    ncclResult_t res = Socket::connect(previous->address, deadline, &socket);
+    if (res == ncclSuccess) res = socket.sendAll(&successor, sizeof(successor), deadline);
+    if (res != ncclSuccess) {
+      WARN("Bootstrap: rank %d of %d could not reach the previous block's root at %s", rank_, nranks_,
+           previous->address.toString().c_str());
+      return res;
+    }
+  }
+
+  // Report to the root; its answer is where our successor listens.
+  Socket rootSocket;
+  hello.secret = root.secret;
+  hello.block = root.block;
   RootReply reply{};
-  ncclResult_t res = Socket::connect(root, deadline, &rootSocket);
+  ncclResult_t res = Socket::connect(root.address, deadline, &rootSocket);
   if (res == ncclSuccess) res = rootSocket.sendAll(&hello, sizeof(hello), deadline);
   if (res == ncclSuccess) res = rootSocket.recvAll(&reply, sizeof(reply), deadline);
   if (res != ncclSuccess) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,12 +25,20 @@
 
 namespace chorus {
 
+// A root to report to: its address, its id's secret and the block of ranks it serves.
+struct RootContact {
+  SocketAddress address;
+  uint64_t secret;
+  RootBlock block;
+};
+
 class RingBootstrap final : public Bootstrap {
  public:
   RingBootstrap(int rank, int nranks, uint64_t secret, const std::atomic<uint32_t>* abortFlag, Socket listener);
 
-  // Reports to the root at `root`, forms the ring and learns every rank's address.
-  ncclResult_t connect(const SocketAddress& root);
+  // Reports to `root`, forms the ring and learns every rank's address. The first rank of
+  // a block also tells the `previous` block's root that it is its last rank's successor.
+  ncclResult_t connect(const RootContact& root, const std::optional<RootContact>& previous = std::nullopt);
 
   ncclResult_t allGather(void* data, size_t bytesPerRank) override;
   ncclResult_t send(int peer, int tag, const void* data, size_t size) override;

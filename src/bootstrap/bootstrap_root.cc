@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -46,7 +47,11 @@ class RootServer {
   int timeoutSeconds_;
   std::string where_;
   int nranks_ = -1;  // learned from the first report that presents the secret
+  RootBlock block_;  // the ranks this root serves (all of them unless there are several roots)
   int reported_ = 0;
+  std::optional<SocketAddress> successor_;  // of the block's last rank, when another root serves it
+  bool needsSuccessor() const { return block_.count < nranks_; }
+  bool complete() const { return nranks_ >= 0 && reported_ == block_.count && (!needsSuccessor() || successor_); }
   std::vector<Socket> rankSockets_;
   std::vector<SocketAddress> rankAddresses_;
   std::vector<PendingReport> pending_;
@@ -57,10 +62,15 @@ ncclResult_t RootServer::run() {
   INFO(kSubsysBootstrap, "Bootstrap root: listening on %s", where_.c_str());
   Deadline deadline(timeoutSeconds_, nullptr);
   std::vector<pollfd> fds;
-  while (nranks_ < 0 || reported_ < nranks_) {
+  while (!complete()) {
     if (deadline.expired()) {
-      WARN("Bootstrap root %s: timed out after %d s with %d of %d ranks reported", where_.c_str(), timeoutSeconds_,
-           reported_, nranks_);
+      if (nranks_ < 0) {  // an id nobody used (one of several ncclCommInitRankScalable ids, say): no news
+        INFO(kSubsysBootstrap, "Bootstrap root %s: no rank came in %d s; exiting", where_.c_str(), timeoutSeconds_);
+        return ncclSuccess;
+      }
+      WARN("Bootstrap root %s: timed out after %d s with %d of %d ranks (%d to %d) reported%s", where_.c_str(),
+           timeoutSeconds_, reported_, block_.count, block_.first, block_.first + block_.count - 1,
+           needsSuccessor() && !successor_ ? " and no word from the next block's first rank" : "");
       return ncclSystemError;
     }
     // Every pending connection is polled, so a silent one cannot hold up the others.
@@ -79,7 +89,7 @@ ncclResult_t RootServer::run() {
     if (fds[0].revents != 0) CHORUS_CHECK(acceptQueued());
   }
   answerRanks();
-  INFO(kSubsysBootstrap, "Bootstrap root %s: all %d ranks answered, exiting", where_.c_str(), nranks_);
+  INFO(kSubsysBootstrap, "Bootstrap root %s: all %d ranks answered, exiting", where_.c_str(), block_.count);
   return ncclSuccess;
 }
 
@@ -132,9 +142,26 @@ void RootServer::takeReport(PendingReport& report) {
          peer.c_str(), hello.rank, hello.nranks, nranks_);
     return;
   }
-  if (hello.rank < 0 || hello.rank >= hello.nranks) {
-    WARN("Bootstrap root %s: report from %s has rank %d, outside [0, %d); dropped", where_.c_str(), peer.c_str(),
-         hello.rank, hello.nranks);
+  const RootBlock block = hello.block;
+  if (block.count < 1 || block.first < 0 || block.first > hello.nranks - block.count) {
+    WARN("Bootstrap root %s: report from %s has the block of %d ranks from %d, not within %d ranks; dropped",
+         where_.c_str(), peer.c_str(), block.count, block.first, hello.nranks);
+    return;
+  }
+  if (nranks_ >= 0 && (block.first != block_.first || block.count != block_.count)) {
+    WARN(
+        "Bootstrap root %s: report from %s (rank %d) has the block of %d ranks from %d, earlier ranks %d from %d; "
+        "dropped",
+        where_.c_str(), peer.c_str(), hello.rank, block.count, block.first, block_.count, block_.first);
+    return;
+  }
+  const bool successorOnly = hello.successorOnly != 0;
+  const int32_t lastPlusOne = block.first + block.count;
+  const bool rankFits = successorOnly ? block.count < hello.nranks && hello.rank == lastPlusOne % hello.nranks
+                                      : hello.rank >= block.first && hello.rank < lastPlusOne;
+  if (!rankFits) {
+    WARN("Bootstrap root %s: report from %s has rank %d, which is not %s; dropped", where_.c_str(), peer.c_str(),
+         hello.rank, successorOnly ? "the first rank after this root's block" : "in this root's block");
     return;
   }
   SocketAddress address;
@@ -145,18 +172,29 @@ void RootServer::takeReport(PendingReport& report) {
   }
   if (nranks_ < 0) {
     nranks_ = hello.nranks;
-    rankSockets_.resize(nranks_);
-    rankAddresses_.resize(nranks_);
+    block_ = block;
+    rankSockets_.resize(block_.count);  // indexed by rank - block_.first
+    rankAddresses_.resize(block_.count);
   }
-  if (rankSockets_[hello.rank].valid()) {
+  if (successorOnly) {
+    if (successor_) {
+      WARN("Bootstrap root %s: the successor rank %d reported twice (again from %s); dropped", where_.c_str(),
+           hello.rank, peer.c_str());
+    } else {
+      successor_ = address;
+    }
+    return;
+  }
+  const int slot = hello.rank - block_.first;
+  if (rankSockets_[slot].valid()) {
     WARN("Bootstrap root %s: rank %d reported twice (again from %s); dropped the second connection", where_.c_str(),
          hello.rank, peer.c_str());
     return;
   }
   TRACE(kSubsysBootstrap, "Bootstrap root %s: rank %d of %d listens on %s", where_.c_str(), hello.rank, nranks_,
         address.toString().c_str());
-  rankSockets_[hello.rank] = std::move(report.socket);
-  rankAddresses_[hello.rank] = address;
+  rankSockets_[slot] = std::move(report.socket);
+  rankAddresses_[slot] = address;
   ++reported_;
 }
 
@@ -172,13 +210,16 @@ void RootServer::dropStale() {
 }
 
 void RootServer::answerRanks() {
-  for (int r = 0; r < nranks_; ++r) {
+  for (int slot = 0; slot < block_.count; ++slot) {
     RootReply reply{};
-    reply.successorAddress = rankAddresses_[(r + 1) % nranks_].storage;
+    const bool last = slot + 1 == block_.count;
+    reply.successorAddress = !last              ? rankAddresses_[slot + 1].storage
+                             : needsSuccessor() ? successor_->storage
+                                                : rankAddresses_[0].storage;
     Deadline deadline(timeoutSeconds_, nullptr);
     // A rank that gave up only costs itself; the rest are still answered.
-    if (rankSockets_[r].sendAll(&reply, sizeof(reply), deadline) != ncclSuccess) {
-      WARN("Bootstrap root %s: could not answer rank %d", where_.c_str(), r);
+    if (rankSockets_[slot].sendAll(&reply, sizeof(reply), deadline) != ncclSuccess) {
+      WARN("Bootstrap root %s: could not answer rank %d", where_.c_str(), block_.first + slot);
     }
   }
 }

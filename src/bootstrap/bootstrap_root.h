@@ -1,6 +1,9 @@
-// The bootstrap root: collects every rank's listening address and answers each rank
-// with its successor's, then ends. Connections that do not present the secret, or
-// present an inconsistent report, are dropped and the root keeps serving.
+// The bootstrap root: collects the listening address of every rank of its block (all
+// ranks, unless ncclCommInitRankScalable spread them over several roots) and answers each
+// with its successor's, then ends. The successor of the block's last rank is the next
+// block's first rank, which reports to this root for that alone. Connections that do not
+// present the secret, or present an inconsistent report, are dropped and the root keeps
+// serving. A root no rank ever reached ends quietly at the timeout (an unused id).
 #pragma once
 
 #include <cstdint>

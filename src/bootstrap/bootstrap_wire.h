@@ -21,11 +21,24 @@ void packUniqueId(const UniqueIdContents& contents, ncclUniqueId* id);
 // False when the id holds no IPv4/IPv6 root address.
 bool unpackUniqueId(const ncclUniqueId& id, UniqueIdContents* contents);
 
-// Rank -> root, once per rank.
+// The ranks one root serves: all of them, or (ncclCommInitRankScalable with several ids)
+// a block, spread as NCCL spreads them: the first nranks % nroots roots serve one more.
+struct RootBlock {
+  int32_t first = 0;
+  int32_t count = 0;
+};
+int rootOfRank(int rank, int nranks, int nroots);
+RootBlock blockOfRoot(int root, int nranks, int nroots);
+
+// Rank -> root, once per rank of the root's block; and, when there are several roots, from
+// the first rank of each block to the previous block's root, as the successor of that
+// block's last rank (`successorOnly`, answered by nothing).
 struct RootHello {
   uint64_t secret;
   int32_t rank;
   int32_t nranks;
+  RootBlock block;  // the block of the root this hello goes to
+  int32_t successorOnly;
   sockaddr_storage listenAddress;  // where the rank accepts ring and p2p connections
 };
 

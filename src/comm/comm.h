@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -167,7 +168,10 @@ bool isLiveComm(const ncclComm* comm);
 
 // The work of ncclCommInitRank* after argument checks: bootstrap, peer exchange,
 // channels and their connections. Runs on the caller (blocking) or the worker.
-ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id);
+ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids);
+inline ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
+  return initCommunicator(comm, std::span<const ncclUniqueId>(&id, 1));
+}
 
 // Connects the p2p connections `comms` need for their pending sends and receives.
 // All receivers are created (and their handles sent) before any sender waits, so one

@@ -1,6 +1,7 @@
 #include "src/comm/derived_comm.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/debug.h"
 #include "src/bootstrap/bootstrap.h"
@@ -94,20 +95,41 @@ ncclResult_t exchangeShrink(ncclComm* parent, const std::vector<int>& excluded, 
   return ncclSuccess;
 }
 
-void SplitOutcome::set(ncclResult_t result, const SplitPlacement& placement) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (set_) return;
-  set_ = true;
-  result_ = result;
-  placement_ = placement;
-  done_.notify_all();
-}
-
-ncclResult_t SplitOutcome::wait(SplitPlacement* placement) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return set_; });
-  *placement = placement_;
-  return result_;
+ncclResult_t exchangeGrow(ncclComm* parent, const ncclUniqueId* id, int nranks, SplitPlacement* out) {
+  *out = SplitPlacement{};
+  struct GrowSlot {
+    int hasId;
+    int nranks;
+    ncclUniqueId id;
+  };
+  std::vector<GrowSlot> slots(parent->nranks, GrowSlot{});
+  slots[parent->rank] = GrowSlot{id != nullptr, nranks, id ? *id : ncclUniqueId{}};
+  CHORUS_CHECK(parent->bootstrap->allGather(slots.data(), sizeof(GrowSlot)));
+  int giver = -1;
+  for (int r = 0; r < parent->nranks; ++r) {
+    if (slots[r].nranks != nranks) {
+      WARN("ncclCommGrow: rank %d grows to %d ranks, rank %d to %d: every existing rank must pass the same nRanks",
+           parent->rank, nranks, r, slots[r].nranks);
+      return ncclInvalidArgument;
+    }
+    if (!slots[r].hasId) continue;
+    if (giver >= 0 && memcmp(&slots[r].id, &slots[giver].id, sizeof(ncclUniqueId)) != 0) {
+      WARN(
+          "ncclCommGrow: ranks %d and %d passed different ids (only the rank that called ncclCommGetUniqueId "
+          "passes one; the others pass NULL)",
+          giver, r);
+      return ncclInvalidArgument;
+    }
+    if (giver < 0) giver = r;
+  }
+  if (giver < 0) {
+    WARN("ncclCommGrow: no existing rank passed the id (the rank that called ncclCommGetUniqueId passes it)");
+    return ncclInvalidArgument;
+  }
+  *out = SplitPlacement{parent->rank, nranks, slots[giver].id};
+  INFO(kSubsysInit, "ncclCommGrow: comm %p rank %d of %d -> rank %d of %d", static_cast<void*>(parent), parent->rank,
+       parent->nranks, out->rank, out->nranks);
+  return ncclSuccess;
 }
 
 }  // namespace chorus

@@ -1,4 +1,4 @@
-// Communicators made from another (ncclCommSplit, ncclCommShrink): the collective part,
+// Communicators made from another (ncclCommSplit, ncclCommShrink, ncclCommGrow): the collective part,
 // over the parent's bootstrap, that tells each rank where it lands and how to join.
 //
 // Split: every rank of the parent all-gathers its color and key; the members of each
@@ -6,12 +6,12 @@
 // starts a fresh bootstrap root, and a second all-gather hands every member its id.
 // Shrink: the survivors know the new order without asking (the parent's, gaps closed);
 // the new rank 0 starts a root and sends its id to each survivor, so the excluded ranks,
-// dead or alive, take no part. The new communicators are then set up as ncclCommInitRank
+// dead or alive, take no part. Grow: the existing ranks learn the id one of them made
+// (ncclCommGetUniqueId) and keep their ranks; the new ranks join with that id as
+// ncclCommInitRank does. The new communicators are then set up as ncclCommInitRank
 // would (initCommunicator).
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
 #include <vector>
 
 #include "nccl.h"
@@ -44,19 +44,10 @@ ncclResult_t exchangeSplit(ncclComm* parent, int color, int key, SplitPlacement*
 // duplicates, not this rank); `sequence` tells apart the shrinks of one parent.
 ncclResult_t exchangeShrink(ncclComm* parent, const std::vector<int>& excluded, int sequence, SplitPlacement* out);
 
-// The exchange's outcome, handed from the job that runs it (the parent's) to the job that
-// sets up the new communicator. The first set() wins; wait() blocks until there is one.
-class SplitOutcome {
- public:
-  void set(ncclResult_t result, const SplitPlacement& placement);
-  ncclResult_t wait(SplitPlacement* placement);
-
- private:
-  std::mutex mutex_;
-  std::condition_variable done_;
-  bool set_ = false;
-  ncclResult_t result_ = ncclSuccess;
-  SplitPlacement placement_;
-};
+// Grow's exchange among the parent's ranks: the id of the grown communicator, passed by the
+// rank that made it (ncclCommGetUniqueId; the others pass NULL), reaches all; every rank
+// keeps its rank in the `nranks` of the grown communicator. Ranks that disagree on the id
+// or on `nranks`, or that all passed NULL, fail with a WARN naming them.
+ncclResult_t exchangeGrow(ncclComm* parent, const ncclUniqueId* id, int nranks, SplitPlacement* out);
 
 }  // namespace chorus

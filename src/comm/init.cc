@@ -129,11 +129,11 @@ TuneTopology tuneTopology(const ncclComm* comm) {
 
 }  // namespace
 
-ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
+ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids) {
   const auto start = std::chrono::steady_clock::now();
   setLogRank(comm->rank);
   reportSettingsOnce();
-  CHORUS_CHECK(Bootstrap::create(id, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
+  CHORUS_CHECK(Bootstrap::create(ids, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
 
   comm->peers.resize(comm->nranks);
   comm->peers[comm->rank] = localPeerInfo(comm);

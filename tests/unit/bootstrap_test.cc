@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -29,13 +30,14 @@ using BootstrapList = std::vector<std::unique_ptr<Bootstrap>>;
 
 double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Creates `nranks` bootstraps concurrently, one thread per rank.
-BootstrapList createAll(const ncclUniqueId& id, int nranks, const std::atomic<uint32_t>* abortFlag = nullptr) {
+// Creates `nranks` bootstraps concurrently, one thread per rank, over one id or several.
+BootstrapList createAll(std::span<const ncclUniqueId> ids, int nranks,
+                        const std::atomic<uint32_t>* abortFlag = nullptr) {
   BootstrapList all(nranks);
   std::vector<ncclResult_t> results(nranks, ncclInternalError);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] { results[r] = Bootstrap::create(id, r, nranks, abortFlag, &all[r]); });
+    threads.emplace_back([&, r] { results[r] = Bootstrap::create(ids, r, nranks, abortFlag, &all[r]); });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < nranks; ++r) {
@@ -46,6 +48,9 @@ BootstrapList createAll(const ncclUniqueId& id, int nranks, const std::atomic<ui
     }
   }
   return all;
+}
+BootstrapList createAll(const ncclUniqueId& id, int nranks, const std::atomic<uint32_t>* abortFlag = nullptr) {
+  return createAll(std::span<const ncclUniqueId>(&id, 1), nranks, abortFlag);
 }
 
 // Runs `body(rank, bootstrap)` on every rank concurrently.
@@ -419,6 +424,7 @@ TEST(BootstrapTest, RootDropsDuplicateAndInconsistentReportsAndAnswersTheRest) {
     hello.secret = secret;
     hello.rank = rank;
     hello.nranks = nranks;
+    hello.block = RootBlock{0, nranks};
     SocketAddress where = loopbackAddress();
     where.setPort(port);
     hello.listenAddress = where.storage;
@@ -447,13 +453,67 @@ TEST(BootstrapTest, RootDropsDuplicateAndInconsistentReportsAndAnswersTheRest) {
   }
 }
 
+// A root that one rank of two reached gives up with a WARN; one that no rank ever reached
+// (an unused id) ends quietly.
 TEST(BootstrapTest, RootGivesUpAfterItsTimeout) {
   Socket listener;
   ASSERT_EQ(Socket::listen(loopbackAddress(), &listener), ncclSuccess);
+  const SocketAddress rootAt = listener.address();
+  RootHello hello{};
+  hello.secret = 1;
+  hello.rank = 0;
+  hello.nranks = 2;
+  hello.block = RootBlock{0, 2};
+  hello.listenAddress = loopbackAddress().storage;
   auto start = Clock::now();
-  EXPECT_EQ(runBootstrapRoot(std::move(listener), 1, 1), ncclSystemError);
+  ncclResult_t result = ncclSuccess;
+  std::thread root([&] { result = runBootstrapRoot(std::move(listener), 1, 1); });
+  Socket reporter = intruder(rootAt, &hello, sizeof(hello));
+  root.join();
+  EXPECT_EQ(result, ncclSystemError);
   EXPECT_LT(secondsSince(start), 3.0);
-  EXPECT_NE(strstr(lastErrorText(), "0 of -1 ranks"), nullptr) << lastErrorText();
+  EXPECT_NE(strstr(lastErrorText(), "1 of 2 ranks"), nullptr) << lastErrorText();
+
+  static std::atomic<int> warns{0};
+  setenv("NCCL_DEBUG", "WARN", 1);  // the sink sees only what the level lets through
+  resetDebugInit();
+  setLogSink([](LogLevel level, uint64_t, const char*, int, const char*) { warns += level == LogLevel::Warn; });
+  Socket unused;
+  ASSERT_EQ(Socket::listen(loopbackAddress(), &unused), ncclSuccess);
+  EXPECT_EQ(runBootstrapRoot(std::move(unused), 1, 1), ncclSuccess);
+  setLogSink(nullptr);
+  unsetenv("NCCL_DEBUG");
+  resetDebugInit();
+  EXPECT_EQ(warns.load(), 0) << "no WARN from a root nobody used";
+}
+
+// NCCL's spread of ranks over roots: balanced, the first roots one larger.
+TEST(BootstrapTest, RanksSpreadOverRootsAsNccl) {
+  for (int nranks : {1, 2, 5, 7, 16}) {
+    for (int nroots = 1; nroots <= nranks; ++nroots) {
+      int expectFirst = 0;
+      for (int k = 0; k < nroots; ++k) {
+        const RootBlock block = blockOfRoot(k, nranks, nroots);
+        EXPECT_EQ(block.first, expectFirst);
+        EXPECT_EQ(block.count, nranks / nroots + (k < nranks % nroots ? 1 : 0));
+        for (int r = block.first; r < block.first + block.count; ++r) EXPECT_EQ(rootOfRank(r, nranks, nroots), k);
+        expectFirst += block.count;
+      }
+      EXPECT_EQ(expectFirst, nranks);
+    }
+  }
+}
+
+// ncclCommInitRankScalable's bootstrap: every root serves a block, the blocks join into
+// one ring, and ids beyond the rank count go unused.
+TEST(BootstrapTest, SeveralRootsFormOneRing) {
+  for (auto [nranks, nids] : {std::pair{7, 3}, std::pair{4, 4}, std::pair{2, 5}}) {
+    std::vector<ncclUniqueId> ids(nids);
+    for (auto& id : ids) ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
+    BootstrapList all = createAll(ids, nranks);
+    checkAllGather(all, 24);
+    onEveryRank(all, [](int, Bootstrap& b) { EXPECT_EQ(b.barrier(), ncclSuccess); });
+  }
 }
 
 // ---- IPv6 ----
