@@ -35,6 +35,7 @@ LogConfig gLog;
 constexpr size_t kErrorLen = 1024;
 thread_local char tLastError[kErrorLen] = "";
 thread_local int tLogRank = -1;
+thread_local char tLogCommName[64] = "";  // a copy: the communicator may be gone before the thread
 char gLastError[kErrorLen] = "";
 
 struct NamedBit {
@@ -144,9 +145,11 @@ bool logEnabled(LogLevel level, uint64_t subsys) {
 
 void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int line, const char* fmt, ...) {
   char text[kErrorLen];
+  // A named communicator's lines and errors say which one they are about.
+  const int named = tLogCommName[0] != '\0' ? snprintf(text, sizeof(text), "comm \"%s\": ", tLogCommName) : 0;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
+  vsnprintf(text + named, sizeof(text) - named, fmt, ap);
   va_end(ap);
   if (level == LogLevel::Warn) {
     snprintf(tLastError, sizeof(tLastError), "%s", text);
@@ -180,8 +183,19 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
 
 void setLogSink(LogSink sink) { gLogSink.store(sink, std::memory_order_release); }
 
-void setLogRank(int rank) { tLogRank = rank; }
+void setLogContext(int rank, const char* commName) {
+  tLogRank = rank;
+  snprintf(tLogCommName, sizeof(tLogCommName), "%s", commName ? commName : "");
+}
 int logRank() { return tLogRank; }
+const char* logCommName() { return tLogCommName; }
+
+ScopedLogContext::ScopedLogContext(int rank, const char* commName) : savedRank_(tLogRank) {
+  memcpy(savedName_, tLogCommName, sizeof(savedName_));
+  setLogContext(rank, commName);
+}
+
+ScopedLogContext::~ScopedLogContext() { setLogContext(savedRank_, savedName_); }
 
 const char* lastErrorText() {
   if (tLastError[0] != '\0') return tLastError;

@@ -63,9 +63,24 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
 using LogSink = void (*)(LogLevel level, uint64_t subsys, const char* file, int line, const char* text);
 void setLogSink(LogSink sink);
 
-// The rank printed by WARN/INFO lines from this thread (set while a communicator's work runs).
-void setLogRank(int rank);
+// The communicator this thread's lines are about (set while one's call or work runs): its
+// rank in the brackets, and its name (ncclConfig_t.commName), when it has one, before the
+// text of every line and of ncclGetLastError. ScopedLogContext restores the previous one.
+void setLogContext(int rank, const char* commName);
 int logRank();
+const char* logCommName();  // "" when none
+
+class ScopedLogContext {
+ public:
+  ScopedLogContext(int rank, const char* commName);
+  ~ScopedLogContext();
+  ScopedLogContext(const ScopedLogContext&) = delete;
+  ScopedLogContext& operator=(const ScopedLogContext&) = delete;
+
+ private:
+  int savedRank_;
+  char savedName_[64];
+};
 
 // ncclGetLastError: the last WARN text of this thread, else of the process.
 const char* lastErrorText();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -26,6 +27,7 @@ struct ExecContext {
   // usable (for ncclCommShrink and ncclCommSplit).
   const std::atomic<uint32_t>* revokeFlag = nullptr;
   int rank = -1;
+  std::string commName;   // ncclConfig_t.commName, for the lines this rank's work logs
   double timeoutSec = 0;  // 0: no timeout
   // Polls before a wait starts yielding. Few when the host runs more ranks than it has
   // cores: the peer being waited for may then need this very core.

@@ -25,13 +25,11 @@ void runWorkItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const Wo
 void runLaneToEnd(const HostLane& host) {
   const Lane& lane = *host.lane;
   CpuExec exec(*host.ctx);
-  const int savedRank = logRank();  // WARN lines name the lane's rank
-  if (savedRank != lane.comm->rank) setLogRank(lane.comm->rank);
+  const ScopedLogContext logAs(lane.comm->rank, host.ctx->commName.c_str());  // WARN lines name the lane's rank
   for (const WorkItem& w : lane.items) {
     if (host.ctx->failed()) break;
     runWorkItem(exec, *host.ctx, *lane.comm, w);
   }
-  if (savedRank != lane.comm->rank) setLogRank(savedRank);
 }
 
 }  // namespace

@@ -59,6 +59,7 @@ ncclResult_t validate(const Call& c, ncclComm* comm) {
 // group the call is in (NCCL 2.31 runs the rest of the group). The plain forms pass no
 // config and pay one branch for it.
 ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const ncclCollConfig_t* config = nullptr) {
+  const CommLogScope logAs(comm);
   CallTuning tuning;
   if (config != nullptr) CHORUS_CHECK(readCollConfig(config, collKindOf(c.kind), c.func, &tuning));
   ncclResult_t r = validate(c, comm);
@@ -77,6 +78,7 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
 // config can only be checked: sends and receives have no algorithm or channels to bound.
 template <typename Record>
 ncclResult_t submitGrouped(const Call& c, ncclComm* comm, const ncclCollConfig_t* config, Record&& record) {
+  const CommLogScope logAs(comm);
   CallTuning unused;
   CHORUS_CHECK(readCollConfig(config, CollKind::SendRecv, c.func, &unused));
   ncclResult_t r = validate(c, comm);

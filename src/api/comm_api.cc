@@ -121,6 +121,7 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;  // as NCCL
   CHORUS_CHECK(checkComm(comm, "ncclCommFinalize"));
+  const CommLogScope logAs(comm);
   if (comm->revokeFlag.load() != 0) {
     WARN("ncclCommFinalize: invalid argument: communicator %p (rank %d) was revoked; destroy it instead",
          static_cast<void*>(comm), comm->rank);
@@ -163,6 +164,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
 ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   const char* func = "ncclCommSuspend";
   CHORUS_CHECK(checkComm(comm, func));
+  const CommLogScope logAs(comm);
   // As NCCL (2.31): NCCL_SUSPEND_MEM suspends; flags without it are a successful no-op.
   if ((flags & NCCL_SUSPEND_MEM) == 0) {
     INFO(kSubsysInit, "%s: comm %p rank %d: flags 0x%x lack NCCL_SUSPEND_MEM; nothing to do", func,
@@ -189,6 +191,7 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
 
 ncclResult_t pncclCommResume(ncclComm_t comm) {
   CHORUS_CHECK(checkComm(comm, "ncclCommResume"));
+  const CommLogScope logAs(comm);
   if (!comm->suspended.exchange(false)) {
     WARN("ncclCommResume: invalid usage: communicator %p (rank %d) is not suspended", static_cast<void*>(comm),
          comm->rank);
@@ -200,6 +203,7 @@ ncclResult_t pncclCommResume(ncclComm_t comm) {
 ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   const char* func = "ncclCommMemStats";
   CHORUS_CHECK(checkComm(comm, func));
+  const CommLogScope logAs(comm);
   CHORUS_CHECK(checkNotNull(value, "value", func));
   const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
   // All of it is the CUDA executor's image of the connections, which stays while suspended.

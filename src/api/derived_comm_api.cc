@@ -222,16 +222,19 @@ ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
 
 ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
+  const CommLogScope logAs(comm);
   return groupRecorded(grow(comm, nRanks, uniqueId, rank, newcomm, config));
 }
 
 // An argument refused inside a group fails the group's end too, as in NCCL.
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  const CommLogScope logAs(comm);
   return groupRecorded(split(comm, color, key, newcomm, config));
 }
 
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags) {
+  const CommLogScope logAs(comm);
   return groupRecorded(shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
 }
 
@@ -241,6 +244,7 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   const char* func = "ncclCommRevoke";
   if (comm == nullptr) return ncclSuccess;
+  const CommLogScope logAs(comm);
   CHORUS_CHECK(checkComm(comm, func));
   if (revokeFlags != NCCL_REVOKE_DEFAULT) {
     WARN("%s: invalid argument: revokeFlags 0x%x must be NCCL_REVOKE_DEFAULT (0)", func, revokeFlags);

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
+#include "core/debug.h"
 #include "nccl.h"
 #include "src/comm/comm.h"
 
@@ -19,5 +21,17 @@ ncclResult_t checkCount(size_t count, ncclDataType_t dtype, size_t factor, const
 // Built-in op, or a PreMulSum op created on `comm` (for any type; the type match is
 // checked when the call is planned).
 ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* func);
+
+// For the length of a call on `comm`: its lines and errors carry the communicator's rank
+// and name (core/debug.h), when `comm` is a live communicator.
+class CommLogScope {
+ public:
+  explicit CommLogScope(const ncclComm* comm) {
+    if (comm != nullptr && isLiveComm(comm)) scope_.emplace(comm->rank, comm->config.commName.c_str());
+  }
+
+ private:
+  std::optional<ScopedLogContext> scope_;
+};
 
 }  // namespace chorus

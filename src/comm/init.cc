@@ -131,8 +131,10 @@ TuneTopology tuneTopology(const ncclComm* comm) {
 
 ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids) {
   const auto start = std::chrono::steady_clock::now();
-  setLogRank(comm->rank);
-  reportSettingsOnce();
+  reportSettingsOnce();  // about the process, not this communicator
+  // Kept after init, as NCCL's threads do: this thread's later lines name this communicator
+  // until another call or work sets its own.
+  setLogContext(comm->rank, comm->config.commName.c_str());
   CHORUS_CHECK(Bootstrap::create(ids, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
 
   comm->peers.resize(comm->nranks);

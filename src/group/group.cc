@@ -42,6 +42,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   GroupLaunch& launch = g.launch;
   launch.clear();
   for (ncclComm* comm : comms) {
+    const ScopedLogContext logAs(comm->rank, comm->config.commName.c_str());
     if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->pending, launch);
     comm->pending.clear();
   }
@@ -204,6 +205,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   // long as its slowest communicator. Nothing is executed.
   float estimate = 0;
   for (ncclComm* comm : g.comms) {
+    const ScopedLogContext logAs(comm->rank, comm->config.commName.c_str());
     std::vector<TuneRequest> calls;
     for (const CollOp& op : comm->pending)
       calls.push_back(TuneRequest{collKindOf(op.kind), tunedBytes(comm, op), op.tuning});

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/failure_log.h"
 #include "harness/rank_launcher.h"
 #include "nccl.h"
 
@@ -132,6 +133,49 @@ TEST(Logging, SilentWithoutNcclDebug) {
     if (!problem.empty()) return RankOutcome::fail(problem);
     if (text.find("NCCL INFO") != std::string::npos)
       return RankOutcome::fail("INFO lines without NCCL_DEBUG:\n" + text);
+    return RankOutcome::pass();
+  });
+  EXPECT_TRUE(outcome.ok) << outcome.message;
+}
+
+// A communicator given a name (ncclConfig_t.commName) is named in its lines and errors:
+// its init's INFO lines, a refused call's WARN and ncclGetLastError; an unnamed one is not.
+TEST(Logging, CommNameInTheCommunicatorsLinesAndErrors) {
+  RankOutcome outcome = runInChildProcess([] {
+    const std::string path = "/tmp/chorus-commname-" + std::to_string(getpid()) + ".log";
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_FILE", path.c_str(), 1);
+    ncclResetDebugInit();
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.commName = "trainer-dp0";
+    ncclComm_t named = nullptr, plain = nullptr;
+    if (ncclCommInitRankConfig(&named, 1, id, 0, &config) != ncclSuccess) return RankOutcome::fail("init failed");
+    ncclGetUniqueId(&id);
+    if (ncclCommInitRank(&plain, 1, id, 0) != ncclSuccess) return RankOutcome::fail("second init failed");
+    float x = 0;
+    ncclAllReduce(&x, &x, 1, static_cast<ncclDataType_t>(99), ncclSum, named, nullptr);
+    const std::string namedError = ncclGetLastError(named);
+    ncclAllReduce(&x, &x, 1, static_cast<ncclDataType_t>(99), ncclSum, plain, nullptr);
+    const std::string plainError = ncclGetLastError(plain);
+    ncclCommDestroy(named);
+    ncclCommDestroy(plain);
+    const std::string text = readFile(path);
+    unlink(path.c_str());
+    FailureLog log;
+    if (namedError.rfind("comm \"trainer-dp0\": ", 0) != 0) log.add("named error: " + namedError);
+    if (plainError.find("trainer-dp0") != std::string::npos || plainError.rfind("comm \"", 0) == 0)
+      log.add("unnamed error: " + plainError);
+    int namedWarns = 0, namedInit = 0;
+    for (const std::string& line : lines(text)) {
+      namedWarns += line.find("NCCL WARN comm \"trainer-dp0\": ncclAllReduce") != std::string::npos;
+      namedInit += line.find("NCCL INFO comm \"trainer-dp0\": ") != std::string::npos &&
+                   line.find("Init COMPLETE") != std::string::npos;
+    }
+    if (namedWarns != 1) log.add("WARN lines naming the communicator: " + std::to_string(namedWarns));
+    if (namedInit != 1) log.add("Init COMPLETE lines naming it: " + std::to_string(namedInit));
+    if (!log.empty()) return RankOutcome::fail(log.outcome().message + "\n" + text);
     return RankOutcome::pass();
   });
   EXPECT_TRUE(outcome.ok) << outcome.message;

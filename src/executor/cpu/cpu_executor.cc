@@ -16,6 +16,7 @@ CpuExecutor::CpuExecutor(const std::atomic<uint32_t>* abortFlag, const std::atom
 }
 
 ncclResult_t CpuExecutor::stage(ncclComm* comm, const std::vector<CollOp>& ops, GroupLaunch& group) {
+  if (ctx_.commName != comm->config.commName) ctx_.commName = comm->config.commName;
   lanes_.clear();
   CHORUS_CHECK(buildLanes(comm, ops, &lanes_));
   // Filled whole before any pointer into it is handed out: the vector may grow.
