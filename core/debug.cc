@@ -204,6 +204,8 @@ const char* lastErrorText() {
 
 void clearLastError() { tLastError[0] = '\0'; }
 
+void setThreadLastError(const char* text) { snprintf(tLastError, sizeof(tLastError), "%s", text ? text : ""); }
+
 uint64_t parseSubsysList(const char* list) {
   return parseNameList(list, kSubsysAll, [](const char* name) -> uint64_t {
     for (const NamedBit& n : kSubsysNames)

@@ -85,6 +85,9 @@ class ScopedLogContext {
 // ncclGetLastError: the last WARN text of this thread, else of the process.
 const char* lastErrorText();
 void clearLastError();
+// Makes `text` this thread's last error: a call whose work failed on another thread (a
+// group's init threads) hands the cause to its caller.
+void setThreadLastError(const char* text);
 
 // ncclResetDebugInit: re-read NCCL_DEBUG* on the next message.
 void resetDebugInit();

@@ -64,14 +64,14 @@ class NetTransport : public Transport {
   const char* name() const override { return processNetLabel(); }
   TransportId id() const override { return TransportId::Net; }
 
-  bool canConnect(const PeerInfo&, const PeerInfo&) const override { return processNet() != nullptr; }
+  bool canConnect(const PeerInfo& self, const PeerInfo&) const override { return netNamed(self.netName) != nullptr; }
 
-  ncclResult_t createReceiver(const FifoLayout& memoryLayout, const PeerInfo&, const PeerInfo& peer,
+  ncclResult_t createReceiver(const FifoLayout& memoryLayout, const PeerInfo& self, const PeerInfo& peer,
                               ConnectHandle* handle, FifoEnd* end,
                               std::unique_ptr<ConnectionResource>* resource) const override {
     FifoLayout layout = memoryLayout;  // the sender takes it from the handle
     layout.nSlots = netSlots(memoryLayout);
-    Net* net = processNet();
+    Net* net = netNamed(self.netName);
     if (net == nullptr) return ncclSystemError;
     std::unique_ptr<NetConnection> conn;
     CHORUS_CHECK(makeConnection(*net, layout, peer, false, &conn));
@@ -85,13 +85,15 @@ class NetTransport : public Transport {
     return ncclSuccess;
   }
 
-  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo&, const PeerInfo& peer, FifoEnd* end,
+  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer, FifoEnd* end,
                             std::unique_ptr<ConnectionResource>* resource) const override {
-    Net* net = processNet();
+    Net* net = netNamed(self.netName);
     if (net == nullptr) return ncclSystemError;
     std::unique_ptr<NetConnection> conn;
     CHORUS_CHECK(makeConnection(*net, handle.layout, peer, true, &conn));
-    conn->setPeerHandle(deviceFor(*net, peer.rank), handle.netHandle);
+    NetCommConfig config;
+    config.trafficClass = self.trafficClass;
+    conn->setPeerHandle(deviceFor(*net, peer.rank), handle.netHandle, config);
     fillEnd(*conn, handle.layout, peer.rank, end);
     conn->start();
     *resource = std::move(conn);

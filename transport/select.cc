@@ -1,3 +1,5 @@
+#include <string>
+
 #include "core/debug.h"
 #include "core/env.h"
 #include "transport/transport.h"
@@ -10,11 +12,12 @@ const Transport* selectTransport(const PeerInfo& self, const PeerInfo& peer) {
   if (!p2pDisabled && p2pTransport().canConnect(self, peer)) return &p2pTransport();
   if (!shmDisabled && shmTransport().canConnect(self, peer)) return &shmTransport();
   if (netTransport().canConnect(self, peer)) return &netTransport();
-  WARN(
-      "Rank %d: no transport reaches peer rank %d on host %s (P2P %s, SHM %s, and no network is usable: see the "
-      "NET lines above)",
-      self.rank, peer.rank, peer.hostname, p2pDisabled ? "disabled" : "needs the same process",
-      shmDisabled ? "disabled" : "needs the same host and /dev/shm");
+  const std::string net = self.netName[0] != '\0'
+                              ? std::string("the net config->netName \"") + self.netName + "\" asks for is not usable"
+                              : std::string("no network is usable");
+  WARN("Rank %d: no transport reaches peer rank %d on host %s (P2P %s, SHM %s, and %s: see the NET lines above)",
+       self.rank, peer.rank, peer.hostname, p2pDisabled ? "disabled" : "needs the same process",
+       shmDisabled ? "disabled" : "needs the same host and /dev/shm", net.c_str());
   return nullptr;
 }
 

@@ -24,6 +24,8 @@ struct PeerInfo {
   uint64_t shmDevId;   // st_dev of /dev/shm: same host and same /dev/shm for SHM
   uint64_t processId;  // unique per process even across hosts (host hash ^ pid ^ start time)
   int channelsWanted;  // what this rank's cores can serve; the communicator takes the minimum
+  int trafficClass;    // ncclConfig_t.trafficClass for this rank's network connections, or -1
+  char netName[32];    // ncclConfig_t.netName: the net this rank's connections use ("": the process's)
   char hostname[64];
 };
 

@@ -40,8 +40,7 @@ const IntField kIntFields[] = {
     {"maxCTAs", offsetof(ncclConfig_t, maxCTAs), 1, kAny, nullptr, false},
     {"splitShare", offsetof(ncclConfig_t, splitShare), 0, 1,
      "accepted: a split communicator gets connections of its own (nothing is shared yet)", false},
-    {"trafficClass", offsetof(ncclConfig_t, trafficClass), 0, 255,
-     "not honoured yet: the socket and IB nets use their default traffic class", true},
+    {"trafficClass", offsetof(ncclConfig_t, trafficClass), 0, 255, nullptr, false},
     {"collnetEnable", offsetof(ncclConfig_t, collnetEnable), 0, 1, "no effect: Chorus has no CollNet", false},
     {"CTAPolicy", offsetof(ncclConfig_t, CTAPolicy), 0, 3, "no effect: Chorus has one CTA policy", false},
     {"shrinkShare", offsetof(ncclConfig_t, shrinkShare), 0, 1,
@@ -91,6 +90,7 @@ ncclResult_t readIntFields(const ncclConfig_t* user, CommConfig* out, int* block
   if (const int b = field(offsetof(ncclConfig_t, blocking)); b != NCCL_CONFIG_UNDEF_INT) *blocking = b;
   if (const int n = field(offsetof(ncclConfig_t, minCTAs)); n != NCCL_CONFIG_UNDEF_INT) out->minChannels = n;
   if (const int n = field(offsetof(ncclConfig_t, maxCTAs)); n != NCCL_CONFIG_UNDEF_INT) out->maxChannels = n;
+  if (const int t = field(offsetof(ncclConfig_t, trafficClass)); t != NCCL_CONFIG_UNDEF_INT) out->trafficClass = t;
   if (out->minChannels > 0 && out->maxChannels > 0 && out->minChannels > out->maxChannels) {
     WARN("%s: invalid argument: config->minCTAs %d is larger than config->maxCTAs %d", func, out->minChannels,
          out->maxChannels);
@@ -126,10 +126,12 @@ ncclResult_t parseConfig(const ncclConfig_t* user, CommConfig* out, const char* 
     // Older, smaller structs are accepted: only the fields they have are read.
     CHORUS_CHECK(readIntFields(user, out, &blocking, func));
     if (const char* net = readPointer(user, offsetof(ncclConfig_t, netName)); net != nullptr) {
-      WARN(
-          "%s: config->netName = \"%s\" is not honoured yet: every communicator of a process uses the net NCCL_NET "
-          "chooses",
-          func, net);
+      if (strlen(net) >= sizeof(PeerInfo::netName)) {
+        WARN("%s: invalid argument: config->netName \"%s\" is longer than %zu characters", func, net,
+             sizeof(PeerInfo::netName) - 1);
+        return ncclInvalidArgument;
+      }
+      out->netName = net;
     }
     if (hasField(user, offsetof(ncclConfig_t, commName), sizeof(const char*))) {
       if (const char* name = readPointer(user, offsetof(ncclConfig_t, commName)); name != nullptr) out->commName = name;

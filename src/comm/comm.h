@@ -56,8 +56,10 @@ struct UserRedOp {
 struct CommConfig {
   bool blocking = true;
   std::string commName;
-  int minChannels = 0;  // minCTAs; 0: unset (NCCL_MIN_NCHANNELS decides)
-  int maxChannels = 0;  // maxCTAs; 0: unset (NCCL_MAX_NCHANNELS decides)
+  int minChannels = 0;    // minCTAs; 0: unset (NCCL_MIN_NCHANNELS decides)
+  int maxChannels = 0;    // maxCTAs; 0: unset (NCCL_MAX_NCHANNELS decides)
+  int trafficClass = -1;  // 0-255 for this communicator's network connections; -1: the nets' default
+  std::string netName;    // the net its network connections use; "": the process's (NCCL_NET)
 };
 
 }  // namespace chorus

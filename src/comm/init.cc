@@ -35,6 +35,8 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.cudaDev = comm->cudaDev;
   info.gpuBusId = gpuBusIdOf(comm->cudaDev);
   info.pid = getpid();
+  info.trafficClass = comm->config.trafficClass;
+  snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
   info.hostHash = localHostHash();
   struct stat st;
   info.shmDevId = stat("/dev/shm", &st) == 0 ? static_cast<uint64_t>(st.st_dev) : 0;

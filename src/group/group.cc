@@ -1,6 +1,7 @@
 #include "src/group/group.h"
 
 #include <algorithm>
+#include <string>
 #include <thread>
 
 #include "core/debug.h"
@@ -74,6 +75,7 @@ ncclResult_t launchGroup(GroupState& g) {
   // jobs of one communicator (several splits of one parent) in order, on one thread.
   std::vector<std::thread> threads;
   std::vector<ncclResult_t> initResults(g.inits.size(), ncclSuccess);
+  std::vector<std::string> initErrors(g.inits.size());  // the WARN behind a failed init, for the caller
   std::vector<bool> started(g.inits.size(), false);
   for (size_t i = 0; i < g.inits.size(); ++i) {
     ncclComm* comm = g.inits[i].comm;
@@ -94,13 +96,19 @@ ncclResult_t launchGroup(GroupState& g) {
       for (size_t j : mine) {
         initResults[j] = g.inits[j].run();
         comm->asyncResult.store(initResults[j]);
-        if (initResults[j] != ncclSuccess) break;
+        if (initResults[j] != ncclSuccess) {
+          initErrors[j] = lastErrorText();
+          break;
+        }
       }
     });
   }
   for (auto& t : threads) t.join();
-  for (ncclResult_t r : initResults)
-    if (r != ncclSuccess && result == ncclSuccess) result = r;
+  for (size_t j = 0; j < initResults.size(); ++j) {
+    if (initResults[j] == ncclSuccess || result != ncclSuccess) continue;
+    result = initResults[j];
+    if (!initErrors[j].empty()) setThreadLastError(initErrors[j].c_str());
+  }
   g.inits.clear();
 
   std::vector<ncclComm*>& blocking = g.blocking;

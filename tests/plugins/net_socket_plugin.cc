@@ -67,7 +67,8 @@ ncclResult_t pluginListen(int dev, void* handle, void** listenComm) {
   return net->listen(dev, handle, reinterpret_cast<chorus::NetListenComm**>(listenComm));
 }
 
-ncclResult_t pluginConnect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v8_t** sendDevComm) {
+[[maybe_unused]] ncclResult_t pluginConnect(int dev, void* handle, void** sendComm,
+                                            ncclNetDeviceHandle_v8_t** sendDevComm) {
   if (sendDevComm != nullptr && *sendDevComm != nullptr) return ncclInvalidArgument;  // no device offload
   return net->connect(dev, handle, reinterpret_cast<chorus::NetSendComm**>(sendComm));
 }
@@ -129,8 +130,11 @@ ncclResult_t pluginInitV10(ncclDebugLogger_t logFunction, ncclProfilerCallback_t
 
 ncclResult_t pluginConnectV10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
                               ncclNetDeviceHandle_v10_t** sendDevComm) {
-  if (config == nullptr || config->trafficClass != NCCL_NET_TRAFFIC_CLASS_UNDEF) return ncclInvalidArgument;
-  return pluginConnect(dev, handle, sendComm, sendDevComm);
+  if (config == nullptr) return ncclInvalidArgument;
+  if (sendDevComm != nullptr && *sendDevComm != nullptr) return ncclInvalidArgument;  // no device offload
+  chorus::NetCommConfig commConfig;  // the host's traffic class goes on to the socket net
+  if (config->trafficClass != NCCL_NET_TRAFFIC_CLASS_UNDEF) commConfig.trafficClass = config->trafficClass;
+  return net->connect(dev, commConfig, handle, reinterpret_cast<chorus::NetSendComm**>(sendComm));
 }
 
 ncclResult_t pluginIsendV10(void* sendComm, void* data, size_t size, int tag, void* mhandle, void*, void** request) {

@@ -42,7 +42,8 @@ class IbNet final : public Net {
   ncclResult_t devices(int* count) override;
   ncclResult_t getProperties(int dev, NetProperties* props) override;
   ncclResult_t listen(int dev, void* handle, NetListenComm** listenComm) override;
-  ncclResult_t connect(int dev, void* handle, NetSendComm** sendComm) override;
+  using Net::connect;
+  ncclResult_t connect(int dev, const NetCommConfig& config, void* handle, NetSendComm** sendComm) override;
   ncclResult_t accept(NetListenComm* listenComm, NetRecvComm** recvComm) override;
   ncclResult_t regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) override;
   ncclResult_t deregMr(void* comm, NetMemHandle* mhandle) override;
@@ -170,7 +171,7 @@ ncclResult_t IbNet::listen(int dev, void* handle, NetListenComm** listenComm) {
   return ncclSuccess;
 }
 
-ncclResult_t IbNet::connect(int dev, void* handle, NetSendComm** sendComm) {
+ncclResult_t IbNet::connect(int dev, const NetCommConfig& config, void* handle, NetSendComm** sendComm) {
   if (sendComm != nullptr) *sendComm = nullptr;
   if (handle == nullptr || sendComm == nullptr) return invalid("connect(): null handle or sendComm");
   Handle wire;
@@ -190,8 +191,11 @@ ncclResult_t IbNet::connect(int dev, void* handle, NetSendComm** sendComm) {
     CHORUS_CHECK(TcpStream::startConnect(address, &stream));
     wire.connectId = nextConnectId_++;
     memcpy(connectId, &wire.connectId, sizeof(wire.connectId));
-    pendingConnects_.emplace(
-        wire.connectId, std::make_unique<IbHandshake>(/*sending=*/true, ports_[dev], settings_, std::move(stream)));
+    // The communicator's traffic class (ncclConfig_t.trafficClass) overrides NCCL_IB_TC.
+    IbSettings settings = settings_;
+    if (config.trafficClass != kNetTrafficClassUndef) settings.trafficClass = config.trafficClass;
+    pendingConnects_.emplace(wire.connectId,
+                             std::make_unique<IbHandshake>(/*sending=*/true, ports_[dev], settings, std::move(stream)));
   }
   auto it = pendingConnects_.find(wire.connectId);
   if (it == pendingConnects_.end()) {

@@ -38,7 +38,8 @@ class IbNetUnavailable final : public Net {
     if (handle == nullptr || listenComm == nullptr) return invalid("listen(): null handle or listenComm");
     return noDevice("listen()", dev);
   }
-  ncclResult_t connect(int dev, void* handle, NetSendComm** sendComm) override {
+  using Net::connect;
+  ncclResult_t connect(int dev, const NetCommConfig&, void* handle, NetSendComm** sendComm) override {
     if (sendComm != nullptr) *sendComm = nullptr;
     if (handle == nullptr || sendComm == nullptr) return invalid("connect(): null handle or sendComm");
     return noDevice("connect()", dev);

@@ -52,6 +52,12 @@ struct NetProperties {
   int maxRecvs = 1;  // receives grouped into one irecv
 };
 
+// What a communicator asks of each connection it opens (NCCL's ncclNetCommConfig_t).
+inline constexpr int kNetTrafficClassUndef = -1;
+struct NetCommConfig {
+  int trafficClass = kNetTrafficClassUndef;  // 0-255 (ncclConfig_t.trafficClass), or the net's default
+};
+
 class Net {
  public:
   virtual ~Net() = default;
@@ -64,7 +70,11 @@ class Net {
 
   // `handle` points to kNetHandleSize bytes, filled here for the sender.
   virtual ncclResult_t listen(int dev, void* handle, NetListenComm** listenComm) = 0;
-  virtual ncclResult_t connect(int dev, void* handle, NetSendComm** sendComm) = 0;
+  virtual ncclResult_t connect(int dev, const NetCommConfig& config, void* handle, NetSendComm** sendComm) = 0;
+  // With the net's defaults. (Overriders say `using Net::connect;` to keep this one.)
+  ncclResult_t connect(int dev, void* handle, NetSendComm** sendComm) {
+    return connect(dev, NetCommConfig{}, handle, sendComm);
+  }
   virtual ncclResult_t accept(NetListenComm* listenComm, NetRecvComm** recvComm) = 0;
 
   // `comm` is a NetSendComm* or NetRecvComm*; `type` one of kNetPtr*.

@@ -2,7 +2,10 @@
 
 #include <strings.h>
 
+#include <cctype>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/debug.h"
@@ -46,7 +49,7 @@ std::unique_ptr<Net> chooseNet(const char* netSetting, const char* pluginSetting
     if (named(*net, netSetting) && usable(*net)) return std::move(net);
   }
   if (netSetting != nullptr) {
-    WARN("NET: NCCL_NET=%s: no usable net by that name (%s%s, IB and Socket are built in)", netSetting,
+    WARN("NET: no usable net named \"%s\" (NCCL_NET or config->netName; %s%s, IB and Socket are built in)", netSetting,
          plugin ? "plugin " : "no plugin", plugin ? plugin->name() : "");
   } else {
     WARN("NET: no usable network (no plugin, no HCA, and the socket net found no interface)");
@@ -78,5 +81,40 @@ ProcessNet& processChoice() {
 
 Net* processNet() { return processChoice().net.get(); }
 const char* processNetLabel() { return processChoice().label.c_str(); }
+
+namespace {
+// Nets chosen by name, never destroyed (as the process's net): connections may outlive
+// their communicator's last call.
+ProcessNet& namedChoice(const std::string& name) {
+  static std::mutex mutex;
+  static auto* chosen = new std::map<std::string, ProcessNet*>();
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string key = name;
+  for (char& c : key) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  auto it = chosen->find(key);
+  if (it != chosen->end()) return *it->second;
+  auto* c = new ProcessNet();
+  const std::optional<std::string> pluginSetting = envValue("NCCL_NET_PLUGIN");
+  c->net = chooseNet(name.c_str(), pluginSetting ? pluginSetting->c_str() : nullptr);
+  if (c->net) {
+    c->label = std::string("NET/") + c->net->name();
+    INFO(kSubsysNet | kSubsysInit, "Using network %s for communicators that ask for \"%s\"", c->net->name(),
+         name.c_str());
+  }
+  chosen->emplace(key, c);
+  return *c;
+}
+
+bool isProcessNet(const std::string& name) {
+  const Net* net = processNet();
+  return name.empty() || (net != nullptr && strcasecmp(net->name(), name.c_str()) == 0);
+}
+}  // namespace
+
+Net* netNamed(const std::string& name) { return isProcessNet(name) ? processNet() : namedChoice(name).net.get(); }
+
+const char* netNamedLabel(const std::string& name) {
+  return isProcessNet(name) ? processNetLabel() : namedChoice(name).label.c_str();
+}
 
 }  // namespace chorus

@@ -18,6 +18,12 @@ namespace chorus {
 Net* processNet();
 const char* processNetLabel();
 
+// The net a communicator asked for by name (ncclConfig_t.netName: "Socket", "IB" or a
+// plugin's name), chosen once per name and kept for the process; the process's net when
+// `name` is empty. Null (after a WARN) when no usable net has that name.
+Net* netNamed(const std::string& name);
+const char* netNamedLabel(const std::string& name);
+
 // The choice itself, for tests: `netSetting` and `pluginSetting` as NCCL_NET and
 // NCCL_NET_PLUGIN (null when unset). Returns an initialised net with devices, or null.
 std::unique_ptr<Net> chooseNet(const char* netSetting, const char* pluginSetting);

@@ -73,9 +73,10 @@ ncclResult_t NetConnection::listen(int dev, void* handle) {
   return r;
 }
 
-void NetConnection::setPeerHandle(int dev, const void* handle) {
+void NetConnection::setPeerHandle(int dev, const void* handle, const NetCommConfig& config) {
   dev_ = dev;
   memcpy(handle_, handle, sizeof(handle_));
+  config_ = config;
 }
 
 void NetConnection::start() {
@@ -106,7 +107,7 @@ bool NetConnection::progress() {
 bool NetConnection::progressConnect() {
   ncclResult_t r = ncclSuccess;
   if (sending_) {
-    r = net_.connect(dev_, handle_, &sendComm_);
+    r = net_.connect(dev_, config_, handle_, &sendComm_);
     if (r != ncclSuccess) return fail("connect()", r), true;
     if (sendComm_ == nullptr) return false;
   } else {

@@ -34,8 +34,9 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
 
   // Receiver: listens on `dev`, writing the handle the sender connects with.
   ncclResult_t listen(int dev, void* handle);
-  // Sender: the local device to connect from and the receiver's handle.
-  void setPeerHandle(int dev, const void* handle);
+  // Sender: the local device to connect from, the receiver's handle, and what the
+  // communicator asks of the connection (its traffic class).
+  void setPeerHandle(int dev, const void* handle, const NetCommConfig& config);
   // Hands the connection to the proxy, which connects (or accepts) and then moves data.
   void start();
 
@@ -57,6 +58,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   const int peer_;
   int dev_ = 0;
   char handle_[kNetHandleSize] = {};  // the sender's connect() may keep its progress here
+  NetCommConfig config_;
   void* memory_ = nullptr;
   StepFifoControl* ctrl_ = nullptr;
   char* buffer_ = nullptr;

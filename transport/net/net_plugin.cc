@@ -216,7 +216,7 @@ ncclResult_t NetPluginAdapter::listen(int dev, void* handle, NetListenComm** lis
   return ncclSuccess;
 }
 
-ncclResult_t NetPluginAdapter::connect(int dev, void* handle, NetSendComm** sendComm) {
+ncclResult_t NetPluginAdapter::connect(int dev, const NetCommConfig& commConfig, void* handle, NetSendComm** sendComm) {
   CHORUS_CHECK(checkDevice("connect", dev));
   if (handle == nullptr || sendComm == nullptr) {
     WARN("NET/Plugin %s: connect: handle %p, sendComm %p (null)", name_.c_str(), handle, static_cast<void*>(sendComm));
@@ -226,7 +226,10 @@ ncclResult_t NetPluginAdapter::connect(int dev, void* handle, NetSendComm** send
   ncclNetDeviceHandle_v8_t* deviceHandle = nullptr;  // no device offload
   CHORUS_CHECK(checked("connect", call([&](const auto& t) {
                          if constexpr (std::is_same_v<std::decay_t<decltype(t)>, ncclNet_v10_t>) {
-                           ncclNetCommConfig_v10_t config{NCCL_NET_TRAFFIC_CLASS_UNDEF};
+                           // The v10 ABI carries the traffic class; older ones have no way to.
+                           ncclNetCommConfig_v10_t config{commConfig.trafficClass == kNetTrafficClassUndef
+                                                              ? NCCL_NET_TRAFFIC_CLASS_UNDEF
+                                                              : commConfig.trafficClass};
                            return t.connect(dev, &config, handle, &comm, &deviceHandle);
                          } else {
                            return t.connect(dev, handle, &comm, &deviceHandle);

@@ -22,13 +22,16 @@ uint64_t newConnectionId() {
 
 }  // namespace
 
-PendingConnect::PendingConnect(const SocketAddress& address, uint32_t dataSockets)
-    : sockets_(dataSockets + 1), id_(newConnectionId()), dataSockets_(dataSockets) {
+PendingConnect::PendingConnect(const SocketAddress& address, uint32_t dataSockets, int trafficClass)
+    : sockets_(dataSockets + 1), id_(newConnectionId()), dataSockets_(dataSockets), trafficClass_(trafficClass) {
   for (auto& socket : sockets_) socket.peer = address;
 }
 
 ncclResult_t PendingConnect::start() {
-  for (auto& socket : sockets_) CHORUS_CHECK(TcpStream::startConnect(socket.peer, &socket.stream));
+  for (auto& socket : sockets_) {
+    CHORUS_CHECK(TcpStream::startConnect(socket.peer, &socket.stream));
+    if (trafficClass_ != kNetTrafficClassUndef) CHORUS_CHECK(socket.stream.setTrafficClass(trafficClass_));
+  }
   return ncclSuccess;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/socket.h"
 #include "nccl.h"
+#include "transport/net/net.h"
 #include "transport/net/tcp_stream.h"
 
 namespace chorus {
@@ -16,7 +17,8 @@ namespace chorus {
 // The sender's connection while its sockets connect and introduce themselves.
 class PendingConnect {
  public:
-  PendingConnect(const SocketAddress& address, uint32_t dataSockets);
+  // `trafficClass` (0-255, or kNetTrafficClassUndef) goes to every socket's IP_TOS / IPV6_TCLASS.
+  PendingConnect(const SocketAddress& address, uint32_t dataSockets, int trafficClass);
 
   ncclResult_t start();
   // True once every socket is connected and has sent its hello.
@@ -33,6 +35,7 @@ class PendingConnect {
   std::vector<ConnectingSocket> sockets_;
   uint64_t id_;
   uint32_t dataSockets_;
+  int trafficClass_;
 };
 
 }  // namespace chorus

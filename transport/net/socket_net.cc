@@ -166,7 +166,7 @@ ncclResult_t SocketNet::listen(int dev, void* handle, NetListenComm** listenComm
   return ncclSuccess;
 }
 
-ncclResult_t SocketNet::connect(int dev, void* handle, NetSendComm** sendComm) {
+ncclResult_t SocketNet::connect(int dev, const NetCommConfig& config, void* handle, NetSendComm** sendComm) {
   if (handle == nullptr || sendComm == nullptr) return invalid("connect(): null handle or sendComm");
   *sendComm = nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -183,7 +183,7 @@ ncclResult_t SocketNet::connect(int dev, void* handle, NetSendComm** sendComm) {
            static_cast<unsigned long long>(wire.magic), wire.dataSockets, wire.addressLength);
       return ncclInvalidArgument;
     }
-    auto pending = std::make_unique<PendingConnect>(address, wire.dataSockets);
+    auto pending = std::make_unique<PendingConnect>(address, wire.dataSockets, config.trafficClass);
     CHORUS_CHECK(pending->start());
     wire.connectId = nextConnectId_++;
     memcpy(connectId, &wire.connectId, sizeof(wire.connectId));

@@ -57,7 +57,8 @@ class SocketNet final : public Net {
   ncclResult_t devices(int* count) override;
   ncclResult_t getProperties(int dev, NetProperties* props) override;
   ncclResult_t listen(int dev, void* handle, NetListenComm** listenComm) override;
-  ncclResult_t connect(int dev, void* handle, NetSendComm** sendComm) override;
+  using Net::connect;
+  ncclResult_t connect(int dev, const NetCommConfig& config, void* handle, NetSendComm** sendComm) override;
   ncclResult_t accept(NetListenComm* listenComm, NetRecvComm** recvComm) override;
   ncclResult_t regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) override;
   ncclResult_t deregMr(void* comm, NetMemHandle* mhandle) override;

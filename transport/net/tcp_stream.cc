@@ -1,5 +1,6 @@
 #include "transport/net/tcp_stream.h"
 
+#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -15,6 +16,18 @@ namespace chorus {
 void TcpStream::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+ncclResult_t TcpStream::setTrafficClass(int trafficClass) {
+  const bool v6 = peer_.family() == AF_INET6;
+  const int level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+  const int option = v6 ? IPV6_TCLASS : IP_TOS;
+  if (setsockopt(fd_, level, option, &trafficClass, sizeof(trafficClass)) != 0) {
+    WARN("NET/Socket: setsockopt(%s, %d) for the connection to %s failed: %s", v6 ? "IPV6_TCLASS" : "IP_TOS",
+         trafficClass, peer_.toString().c_str(), strerror(errno));
+    return ncclSystemError;
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t TcpStream::startConnect(const SocketAddress& address, TcpStream* out) {

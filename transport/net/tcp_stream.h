@@ -39,6 +39,8 @@ class TcpStream {
   // Starts connecting to `address` without waiting; pollConnected() says when it is done.
   static ncclResult_t startConnect(const SocketAddress& address, TcpStream* out);
   ncclResult_t pollConnected(bool* connected);
+  // The traffic class of what this socket sends (IP_TOS, or IPV6_TCLASS), 0-255.
+  ncclResult_t setTrafficClass(int trafficClass);
 
   // Takes one queued connection off `listener`; `*out` stays invalid when there is none.
   static ncclResult_t tryAccept(const Socket& listener, TcpStream* out);
