@@ -47,6 +47,8 @@ constexpr Setting kSettings[] = {
     {"NCCL_SHM_DISABLE", kInt64, "0", kHonoured, "1: no shared-memory transport"},
     {"NCCL_ALGO", kString, "", kHonoured, "algorithms allowed: Ring, Tree (lists, ^ excludes)"},
     {"NCCL_PROTO", kString, "", kHonoured, "protocols allowed: LL, LL128, Simple (lists, ^ excludes)"},
+    {"NCCL_TUNER_PLUGIN", kString, "", kHonoured,
+     "none, a name (libnccl-tuner-<name>.so) or a path; unset: libnccl-tuner.so, then the net plugin's library"},
     {"NCCL_MIN_NCHANNELS", kInt64, "1", kHonoured, "fewest channels"},
     {"NCCL_MAX_NCHANNELS", kInt64, "32", kHonoured, "most channels (default count: cores / local ranks)"},
     {"NCCL_BUFFSIZE", kInt64, "4194304", kHonoured, "Simple buffer of a ring/tree connection"},
@@ -91,7 +93,6 @@ constexpr Setting kSettings[] = {
     {"NCCL_CUMEM_ENABLE", kInt64, "0", kNotHonoured, "Chorus does not allocate through the cuMem API", "0"},
     {"NCCL_NVLS_ENABLE", kInt64, "0", kNotHonoured, "there is no NVLink SHARP algorithm", "0"},
     {"NCCL_COLLNET_ENABLE", kInt64, "0", kNotHonoured, "there is no CollNet algorithm", "0"},
-    {"NCCL_TUNER_PLUGIN", kString, "", kNotHonoured, "tuner plugins are not loaded", "none"},
     {"NCCL_PROFILER_PLUGIN", kString, "", kNotHonoured, "profiler plugins are not loaded", "none"},
     {"NCCL_CROSS_NIC", kInt64, "2", kNotHonoured, "rings are not placed per NIC", ""},
     {"NCCL_IB_QPS_PER_CONNECTION", kInt64, "1", kNotHonoured, "one queue pair per IB connection", "1"},
@@ -111,6 +112,8 @@ constexpr Setting kSettings[] = {
     {"CHORUS_STRESS_SEED", kInt64, "0", kTools, "the stress test's seed"},
     {"CHORUS_LIBRARY_DIR", kString, "", kTools, "where the ABI tests find libnccl.so.2"},
     {"CHORUS_KEEP_TEST_LOGS", kInt64, "0", kTools, "1: tests keep their log files"},
+    {"CHORUS_TEST_TUNER_RULES", kString, "", kTools, "what the test tuner plugin does to the cost tables"},
+    {"CHORUS_TEST_TUNER_RECORD", kString, "", kTools, "the file the test tuner plugin records its calls in"},
 };
 
 std::optional<std::string> parseBool(const std::string& v) {

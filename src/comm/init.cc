@@ -13,6 +13,7 @@
 #include "src/comm/connect.h"
 #include "src/executor/cuda/cuda_executor.h"
 #include "src/topo/topo_init.h"
+#include "src/tune/tuner_plugin.h"
 
 namespace chorus {
 namespace {
@@ -129,6 +130,20 @@ TuneTopology tuneTopology(const ncclComm* comm) {
   return topo;
 }
 
+// NCCL_TUNER_PLUGIN's plugin, initialised for this communicator, consulted by its tuner
+// from now on (none: the tuner alone decides). A plugin that cannot be used was WARNed about.
+void attachTunerPlugin(ncclComm* comm, std::span<const ncclUniqueId> ids) {
+  std::vector<uint64_t> hostOfRank;
+  for (const PeerInfo& p : comm->peers) hostOfRank.push_back(p.hostHash);
+  TuneConstants constants = comm->tuner->constants();
+  std::unique_ptr<TunerPlugin> plugin =
+      TunerPlugin::open(TunerPluginSettings::fromEnv(), tunerPluginComm(ids, hostOfRank),
+                        comm->tuner->topology().hopLatencyUs, &constants);
+  if (plugin == nullptr) return;
+  comm->tuner->setConstants(constants);
+  comm->tuner->attachPlugin(std::move(plugin));
+}
+
 }  // namespace
 
 ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids) {
@@ -181,6 +196,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->p2pRecv.resize(comm->nranks);
   CHORUS_CHECK(awaitConnections(comm));
   comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm)));
+  attachTunerPlugin(comm, ids);
   comm->refreshView();
   comm->localRanks = localRanks;
   comm->timeoutSec = static_cast<double>(envInt("CHORUS_TIMEOUT", 600));

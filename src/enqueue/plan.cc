@@ -158,8 +158,11 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       appendItem(lane, op, red, how, 0, ChannelRange{0, op.count});
       continue;
     }
-    // A call's maxCTAs leaves the higher channels out of it; every rank leaves the same ones.
-    const int callChannels = op.tuning.maxChannels > 0 ? std::min(nChannels, op.tuning.maxChannels) : nChannels;
+    // A call's maxCTAs and a tuner plugin's nChannels leave the higher channels out of it;
+    // every rank leaves the same ones.
+    int callChannels = nChannels;
+    if (op.tuning.maxChannels > 0) callChannels = std::min(callChannels, op.tuning.maxChannels);
+    if (how.maxChannels > 0) callChannels = std::min(callChannels, how.maxChannels);
     const size_t per = sharePerChannel(op.count, callChannels);
     for (int c = 0; c < callChannels; ++c) {
       ChannelRange share = channelShare(op.count, c, per);

@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "device/common/ring_algorithms.h"  // kPairAllReduceMaxBytes
 #include "src/tune/setting_list.h"
+#include "src/tune/tuner_plugin.h"
 
 namespace chorus {
 namespace {
@@ -201,6 +202,16 @@ Tuner Tuner::fromEnv(const TuneTopology& topo, const TuneConstants& constants) {
   return Tuner(topo, envString("NCCL_ALGO"), envString("NCCL_PROTO"), constants);
 }
 
+Tuner::~Tuner() = default;
+Tuner::Tuner(Tuner&&) noexcept = default;
+Tuner& Tuner::operator=(Tuner&&) noexcept = default;
+
+void Tuner::attachPlugin(std::unique_ptr<TunerPlugin> plugin) {
+  plugin_ = std::move(plugin);
+  pluginFailureWarned_ = false;
+  pluginDisabledAllWarned_ = false;
+}
+
 bool Tuner::algoValid(CollKind coll, Algorithm algo) const {
   if (algo == Algorithm::Ring) return true;
   return coll == CollKind::SendRecv || (coll == CollKind::AllReduce && topo_.nranks > 1);
@@ -254,12 +265,24 @@ TuneChoice Tuner::cheapest(CollKind coll, size_t bytes, const CallTuning& call) 
 TuneChoice Tuner::choose(CollKind coll, size_t bytes, const CallTuning& call) const {
   LastChoice& last = lastChoice_[static_cast<int>(coll)];
   if (last.bytes != bytes || last.call != call) last = {bytes, call, cheapest(coll, bytes, call)};
-  const TuneChoice choice = last.choice;
-  if (logEnabled(LogLevel::Info, kSubsysTuning)) logChoice(coll, bytes, call, choice);
+  TuneChoice choice = last.choice;
+  const bool consulted = plugin_ != nullptr && coll != CollKind::SendRecv;
+  const std::optional<TuneChoice> picked = consulted ? pluginChoice(coll, bytes, call, choice) : std::nullopt;
+  if (picked) choice = *picked;
+  if (logEnabled(LogLevel::Info, kSubsysTuning)) {
+    std::string note;
+    const bool kept = picked && picked->algo == last.choice.algo && picked->proto == last.choice.proto &&
+                      picked->timeUs == last.choice.timeUs;
+    if (picked) note = (kept ? " kept by tuner " : " chosen by tuner ") + plugin_->name();
+    if (picked && picked->maxChannels > 0) note += ", nChannels " + std::to_string(picked->maxChannels);
+    if (consulted && !picked) note = " (tuner " + plugin_->name() + " not followed)";
+    logChoice(coll, bytes, call, choice, note);
+  }
   return choice;
 }
 
-void Tuner::logChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& choice) const {
+void Tuner::logChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& choice,
+                      const std::string& note) const {
   // Every pair that can run the call, in NCCL's order; "(off)" marks those the settings
   // or the call's own selection exclude.
   const uint32_t candidates = callCandidates(coll, call);
@@ -277,8 +300,8 @@ void Tuner::logChoice(CollKind coll, size_t bytes, const CallTuning& call, const
       estimates += item;
     }
   }
-  INFO(kSubsysTuning, "%s: %zu Bytes -> Algo %s proto %s time %.2f us (%s)", collName(coll), bytes,
-       algorithmName(choice.algo), protocolName(choice.proto), choice.timeUs, estimates.c_str());
+  INFO(kSubsysTuning, "%s: %zu Bytes -> Algo %s proto %s time %.2f us (%s)%s", collName(coll), bytes,
+       algorithmName(choice.algo), protocolName(choice.proto), choice.timeUs, estimates.c_str(), note.c_str());
 }
 
 float simulateGroupTimeUs(const Tuner& tuner, std::span<const TuneRequest> calls) {

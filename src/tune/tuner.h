@@ -41,6 +41,17 @@
 // valid algorithm (NCCL_ALGO=^Ring or =Tree, then ReduceScatter, ...), NCCL fails the call;
 // Chorus runs it with Ring instead and says so in one WARN at construction.
 //
+// A tuner plugin (NCCL_TUNER_PLUGIN, tuner_plugin.h), when one is attached, is shown each
+// collective call's cost table — Chorus' estimates for the pairs choose() would consider,
+// NCCL_ALGO_PROTO_IGNORE for the rest (NCCL's other algorithms among them) — and may change
+// it and bound the channels. Where it changed none of the pairs offered, Chorus' own choice
+// stands (with the plugin's channel bound). Otherwise the lowest time among the pairs offered
+// and left enabled wins, in NCCL's order on equal times (Tree before Ring, LL before LL128
+// before Simple), with the plugin's time as the estimate: a plugin cannot enable what
+// NCCL_ALGO, NCCL_PROTO or the call exclude, nor what Chorus cannot run. Where it disables
+// every pair, or getCollInfo fails, Chorus' own choice runs (one WARN per communicator).
+// Send/receive is not shown to the plugin, as in NCCL.
+//
 // One call may narrow the choice further (CallTuning, from its ncclCollConfig_t): fewer
 // algorithms, fewer channels (the cost model then counts only those). The API layer has
 // refused a forced selection that NCCL_ALGO leaves empty (src/api/coll_config.h); what is
@@ -49,6 +60,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -99,7 +112,10 @@ struct TuneChoice {
   Algorithm algo;
   Protocol proto;
   double timeUs;
+  int maxChannels = 0;  // the most channels the call may use, as a tuner plugin bounds them; 0: no bound
 };
+
+class TunerPlugin;
 
 class Tuner {
  public:
@@ -110,14 +126,26 @@ class Tuner {
         const TuneConstants& constants = TuneConstants{});
   // Reads NCCL_ALGO and NCCL_PROTO from the environment.
   static Tuner fromEnv(const TuneTopology& topo, const TuneConstants& constants = TuneConstants{});
+  ~Tuner();
+  Tuner(Tuner&&) noexcept;
+  Tuner& operator=(Tuner&&) noexcept;
+
+  // Consults `plugin` for every collective call from now on (null: none); the tuner owns it,
+  // so the plugin's destroy runs with the tuner's end.
+  void attachPlugin(std::unique_ptr<TunerPlugin> plugin);
+  const TunerPlugin* plugin() const { return plugin_.get(); }
 
   // Microseconds for one call on at most `maxChannels` channels (0: all); +infinity when
   // the pair cannot run this collective.
   double estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels = 0) const;
   // The cheapest enabled pair that `call` allows; ties prefer Simple over LL128 over LL,
-  // then Ring over Tree. Always a pair that can run the collective. With
-  // NCCL_DEBUG_SUBSYS=TUNING, one INFO line.
+  // then Ring over Tree. Always a pair that can run the collective. With a plugin, the
+  // plugin's pick (see above). With NCCL_DEBUG_SUBSYS=TUNING, one INFO line.
   TuneChoice choose(CollKind coll, size_t bytes, const CallTuning& call = {}) const;
+
+  // The algorithms choose() considers for one call: the communicator's candidates the
+  // call allows, or all of them where it allows none.
+  uint32_t callCandidates(CollKind coll, const CallTuning& call) const;
 
   bool algoEnabled(Algorithm algo) const { return (algoMask_ >> static_cast<int>(algo)) & 1; }
   uint32_t enabledAlgorithms() const { return algoMask_; }  // what NCCL_ALGO leaves
@@ -137,11 +165,13 @@ class Tuner {
   }
 
  private:
-  // The algorithms choose() considers for one call: the communicator's candidates the
-  // call allows, or all of them where it allows none.
-  uint32_t callCandidates(CollKind coll, const CallTuning& call) const;
   TuneChoice cheapest(CollKind coll, size_t bytes, const CallTuning& call) const;
-  void logChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& choice) const;
+  // The plugin's pick for one call (`own` where it left Chorus' estimates as they were), or
+  // nullopt (WARNed once) where Chorus' own must run (tuner_plugin_choice.cc).
+  std::optional<TuneChoice> pluginChoice(CollKind coll, size_t bytes, const CallTuning& call,
+                                         const TuneChoice& own) const;
+  void logChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& choice,
+                 const std::string& note) const;
 
   TuneTopology topo_;
   TuneConstants constants_;
@@ -157,6 +187,10 @@ class Tuner {
     TuneChoice choice{};
   };
   mutable LastChoice lastChoice_[kNumCollKinds];
+  std::unique_ptr<TunerPlugin> plugin_;
+  // Said once per communicator: the plugin's getCollInfo failed; it disabled every pair.
+  mutable bool pluginFailureWarned_ = false;
+  mutable bool pluginDisabledAllWarned_ = false;
 };
 
 // One call of a group, for ncclGroupSimulateEnd.
