@@ -447,6 +447,26 @@ ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t coun
 ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                                 ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config);
 
+/* Encryption of the TCP sockets (NCCL 2.32). */
+typedef enum {
+  NCCL_ENCRYPTION_MODE_NONE = 0, /* plaintext */
+  NCCL_ENCRYPTION_MODE_PSK = 1   /* a pre-shared key is set */
+} ncclEncryptionMode_t;
+
+typedef struct ncclEncryptionConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int mode;
+  const char* psk;
+} ncclEncryptionConfig_t;
+
+#define NCCL_ENCRYPTION_CONFIG_INITIALIZER \
+  {sizeof(ncclEncryptionConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_ENCRYPTION_MODE_NONE, NCCL_CONFIG_UNDEF_PTR}
+
+ncclResult_t ncclSetEncryption(const ncclEncryptionConfig_t* config);
+ncclResult_t pncclSetEncryption(const ncclEncryptionConfig_t* config);
+
 #ifdef __cplusplus
 }
 #endif

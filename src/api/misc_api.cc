@@ -1,4 +1,5 @@
 // Version, error strings, memory, registration and user reduction ops.
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -198,6 +199,29 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return ncclSuccess;
 }
 
+// NCCL 2.32 encrypts its TCP sockets with TLS and a pre-shared key; Chorus' sockets are
+// authenticated by the unique id's secret but not encrypted, so only "no encryption" is
+// accepted, and a request for it is refused rather than silently ignored.
+ncclResult_t pncclSetEncryption(const ncclEncryptionConfig_t* config) {
+  const char* func = "ncclSetEncryption";
+  CHORUS_CHECK(checkNotNull(config, "config", func));
+  if (config->magic != NCCL_API_MAGIC || config->size < offsetof(ncclEncryptionConfig_t, psk) + sizeof(const char*)) {
+    WARN("%s: invalid argument: config magic 0x%x size %zu (initialize it with NCCL_ENCRYPTION_CONFIG_INITIALIZER)",
+         func, config->magic, config->size);
+    return ncclInvalidArgument;
+  }
+  if (config->mode == NCCL_ENCRYPTION_MODE_NONE) return ncclSuccess;
+  if (config->mode != NCCL_ENCRYPTION_MODE_PSK) {
+    WARN("%s: invalid argument: mode %d is not an ncclEncryptionMode_t", func, config->mode);
+    return ncclInvalidArgument;
+  }
+  WARN(
+      "%s: encrypting the sockets (NCCL_ENCRYPTION_MODE_PSK) is not supported by Chorus: its connections are "
+      "authenticated by the unique id's secret, not encrypted",
+      func);
+  return ncclInvalidUsage;
+}
+
 }  // extern "C"
 
 CHORUS_EXPORT_ALIAS(ncclGetVersion)
@@ -210,6 +234,7 @@ CHORUS_EXPORT_ALIAS(ncclCommRegister)
 CHORUS_EXPORT_ALIAS(ncclCommDeregister)
 CHORUS_EXPORT_ALIAS(ncclRedOpCreatePreMulSum)
 CHORUS_EXPORT_ALIAS(ncclRedOpDestroy)
+CHORUS_EXPORT_ALIAS(ncclSetEncryption)
 
 // NCCL 2.28 also exports this internal hook (it re-reads NCCL_DEBUG*); kept for ABI.
 extern "C" __attribute__((visibility("default"))) void ncclResetDebugInitInternal() { resetDebugInit(); }

@@ -25,7 +25,8 @@ TEST(NewerApi, EveryEntryPointIsExported) {
                                           "ncclParamGetStr",       "ncclParamGet",
                                           "ncclParamGetParameter", "ncclParamGetAllParameterKeys",
                                           "ncclParamDumpAll",      "ncclCommShrink",
-                                          "ncclCommRevoke",        "ncclCommSplit"};
+                                          "ncclCommRevoke",        "ncclCommSplit",
+                                          "ncclSetEncryption"};
   for (const std::string& name : names) {
     EXPECT_NE(dlsym(RTLD_DEFAULT, name.c_str()), nullptr) << name;
     EXPECT_NE(dlsym(RTLD_DEFAULT, ("p" + name).c_str()), nullptr) << "p" << name;
@@ -90,6 +91,22 @@ TEST(NewerApi, OneSidedCallsFailAndSaySo) {
   EXPECT_EQ(ncclWaitSignal(1, &desc, comm, nullptr), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclWaitSignal"), std::string::npos);
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
+// NCCL 2.32's socket encryption: "none" is what Chorus does; a pre-shared key is refused.
+TEST(NewerApi, SetEncryptionAcceptsOnlyNone) {
+  ncclEncryptionConfig_t config = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+  EXPECT_EQ(ncclSetEncryption(&config), ncclSuccess);
+  config.mode = NCCL_ENCRYPTION_MODE_PSK;
+  config.psk = "secret";
+  EXPECT_EQ(ncclSetEncryption(&config), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("not supported"), std::string::npos);
+  config.mode = 7;
+  EXPECT_EQ(ncclSetEncryption(&config), ncclInvalidArgument);
+  config = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+  config.magic = 0;
+  EXPECT_EQ(ncclSetEncryption(&config), ncclInvalidArgument);
+  EXPECT_EQ(ncclSetEncryption(nullptr), ncclInvalidArgument);
 }
 
 }  // namespace
