@@ -5,8 +5,6 @@
 #include <strings.h>
 
 #include <climits>
-#include <cstdarg>
-#include <cstdio>
 #include <type_traits>
 #include <vector>
 
@@ -14,27 +12,6 @@
 
 namespace chorus {
 namespace {
-
-// Chorus' subsystem bits are NCCL's; a plugin's "all" (every bit it knows) is all of ours.
-uint64_t chorusSubsys(unsigned long ncclFlags) {
-  constexpr unsigned long kNcclKnownBits = (1ul << 14) - 1;
-  if ((ncclFlags & kNcclKnownBits) == kNcclKnownBits) return kSubsysAll;
-  return ncclFlags != 0 ? ncclFlags : kSubsysNet;
-}
-
-// The ncclDebugLogger_t handed to the plugin: its lines go through Chorus' log.
-void pluginLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  if (level <= NCCL_LOG_NONE || level > NCCL_LOG_TRACE || fmt == nullptr) return;
-  auto logLevel = static_cast<LogLevel>(level);
-  uint64_t subsys = chorusSubsys(flags);
-  if (logLevel != LogLevel::Warn && !logEnabled(logLevel, subsys)) return;
-  char text[1024];
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(text, sizeof(text), fmt, args);
-  va_end(args);
-  logMessage(logLevel, subsys, logRank(), file != nullptr ? file : "net-plugin", line, "%s", text);
-}
 
 // v10's profiler callback: Chorus has no profiler, so events are accepted and dropped.
 ncclResult_t pluginProfilerCallback(void** eHandle, int, void*, int64_t, void*) {
@@ -145,9 +122,9 @@ ncclResult_t NetPluginAdapter::init() {
   if (initialized_) return ncclSuccess;
   CHORUS_CHECK(checked("init", call([](const auto& t) {
                          if constexpr (std::is_same_v<std::decay_t<decltype(t)>, ncclNet_v10_t>) {
-                           return t.init(&pluginLogger, &pluginProfilerCallback);
+                           return t.init(&pluginLogger<kSubsysNet>, &pluginProfilerCallback);
                          } else {
-                           return t.init(&pluginLogger);
+                           return t.init(&pluginLogger<kSubsysNet>);
                          }
                        })));
   int count = 0;

@@ -3,7 +3,7 @@
 // order and types here are an ABI and must not be edited.
 //
 // Mirrors NVIDIA/nccl ext-net/example/nccl/:
-//   common.h      ncclDebugLogLevel, ncclDebugLogSubSys, ncclDebugLogger_t, ncclProfilerCallback_t
+//   common.h      ncclProfilerCallback_t (the logger types: core/plugin_logger.h)
 //   net_device.h  ncclNetDeviceType, ncclNetDeviceHandle_v8_t (= v9 = v10)
 //   net_v8.h      ncclNetProperties_v8_t, ncclNet_v8_t
 //   net_v9.h      ncclNetVDeviceProps_v9_t, ncclNetProperties_v9_t, ncclNet_v9_t
@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/plugin_logger.h"
 #include "nccl.h"
 
 #ifdef __cplusplus
@@ -24,37 +25,7 @@ extern "C" {
 #define NCCL_NET_PLUGIN_SYMBOL_V9 "ncclNetPlugin_v9"
 #define NCCL_NET_PLUGIN_SYMBOL_V8 "ncclNetPlugin_v8"
 
-// --- common.h ---
-typedef enum {
-  NCCL_LOG_NONE = 0,
-  NCCL_LOG_VERSION = 1,
-  NCCL_LOG_WARN = 2,
-  NCCL_LOG_INFO = 3,
-  NCCL_LOG_ABORT = 4,
-  NCCL_LOG_TRACE = 5
-} ncclDebugLogLevel;
-
-typedef enum {
-  NCCL_INIT = 1,
-  NCCL_COLL = 2,
-  NCCL_P2P = 4,
-  NCCL_SHM = 8,
-  NCCL_NET = 16,
-  NCCL_GRAPH = 32,
-  NCCL_TUNING = 64,
-  NCCL_ENV = 128,
-  NCCL_ALLOC = 256,
-  NCCL_CALL = 512,
-  NCCL_PROXY = 1024,
-  NCCL_NVLS = 2048,
-  NCCL_BOOTSTRAP = 4096,
-  NCCL_REG = 8192,
-  NCCL_ALL = ~0
-} ncclDebugLogSubSys;
-
-typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
-                                  const char* fmt, ...);
-
+// --- common.h --- (the logger types are core/plugin_logger.h's, shared with profiler plugins)
 typedef ncclResult_t (*ncclProfilerCallback_t)(void** eHandle, int type, void* phandle, int64_t pluginId,
                                                void* extData);
 
