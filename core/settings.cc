@@ -113,6 +113,9 @@ constexpr Setting kSettings[] = {
     {"CHORUS_STRESS_SEED", kInt64, "0", kTools, "the stress test's seed"},
     {"CHORUS_LIBRARY_DIR", kString, "", kTools, "where the ABI tests find libnccl.so.2"},
     {"CHORUS_KEEP_TEST_LOGS", kInt64, "0", kTools, "1: tests keep their log files"},
+    {"CHORUS_TEST_PROFILER_FILE", kString, "", kTools, "where the test profiler plugin writes its events (%p: pid)"},
+    {"CHORUS_TEST_PROFILER_MASK", kInt64, "32767", kTools, "the activation mask of the test profiler plugin"},
+    {"CHORUS_TEST_PROFILER_FAIL_INIT", kInt64, "0", kTools, "1: the test profiler plugin's init fails"},
 };
 
 std::optional<std::string> parseBool(const std::string& v) {
