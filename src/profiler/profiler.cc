@@ -27,7 +27,8 @@ static_assert(static_cast<int>(WorkKind::AllReduce) == 0 && static_cast<int>(Wor
 bool isPointToPoint(WorkKind kind) { return kind == WorkKind::Send || kind == WorkKind::Recv; }
 
 // The names NCCL gives plugins (its ncclFuncToString, ncclDatatypeToString, ncclAlgoToString,
-// ncclProtoToString), which differ from Chorus' log names ("RING", "SIMPLE").
+// ncclProtoToString), which differ from Chorus' log names ("RING", "SIMPLE"). NCCL calls
+// ncclUint8 "Unknown" (its table lacks it); Chorus names it.
 const char* funcName(WorkKind kind) {
   switch (kind) {
     case WorkKind::AllReduce:
