@@ -80,6 +80,9 @@ constexpr Setting kSettings[] = {
     // CUDA.
     {"CHORUS_ALLOW_SHARED_GPU", kInt64, "0", kHonoured, "1: several ranks of a host may share one GPU"},
     {"CHORUS_CUDA_DRIVER_LIBRARY", kString, "libcuda.so.1", kHonoured, "the CUDA driver library to load"},
+    // Profiling.
+    {"NCCL_PROFILER_PLUGIN", kString, "", kHonoured,
+     "none, a name (libnccl-profiler-<name>.so) or a path; unset tries libnccl-profiler.so"},
     // NCCL's, not honoured: each names why.
     {"NCCL_P2P_LEVEL", kString, "", kNotHonoured,
      "GPU peers always exchange data through host memory (no P2P path yet)", "LOC,0"},
@@ -93,7 +96,6 @@ constexpr Setting kSettings[] = {
     {"NCCL_CUMEM_ENABLE", kInt64, "0", kNotHonoured, "Chorus does not allocate through the cuMem API", "0"},
     {"NCCL_NVLS_ENABLE", kInt64, "0", kNotHonoured, "there is no NVLink SHARP algorithm", "0"},
     {"NCCL_COLLNET_ENABLE", kInt64, "0", kNotHonoured, "there is no CollNet algorithm", "0"},
-    {"NCCL_PROFILER_PLUGIN", kString, "", kNotHonoured, "profiler plugins are not loaded", "none"},
     {"NCCL_CROSS_NIC", kInt64, "2", kNotHonoured, "rings are not placed per NIC", ""},
     {"NCCL_IB_QPS_PER_CONNECTION", kInt64, "1", kNotHonoured, "one queue pair per IB connection", "1"},
     {"NCCL_NCHANNELS_PER_NET_PEER", kInt64, "2", kNotHonoured, "send/recv use one connection per peer", ""},
@@ -114,6 +116,9 @@ constexpr Setting kSettings[] = {
     {"CHORUS_KEEP_TEST_LOGS", kInt64, "0", kTools, "1: tests keep their log files"},
     {"CHORUS_TEST_TUNER_RULES", kString, "", kTools, "what the test tuner plugin does to the cost tables"},
     {"CHORUS_TEST_TUNER_RECORD", kString, "", kTools, "the file the test tuner plugin records its calls in"},
+    {"CHORUS_TEST_PROFILER_FILE", kString, "", kTools, "where the test profiler plugin writes its events (%p: pid)"},
+    {"CHORUS_TEST_PROFILER_MASK", kInt64, "32767", kTools, "the activation mask of the test profiler plugin"},
+    {"CHORUS_TEST_PROFILER_FAIL_INIT", kInt64, "0", kTools, "1: the test profiler plugin's init fails"},
 };
 
 std::optional<std::string> parseBool(const std::string& v) {

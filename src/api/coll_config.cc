@@ -79,8 +79,7 @@ const IntHint kIntHints[] = {
     {"cgaClusterSize", &ncclCollConfig_t::cgaClusterSize, "no effect: Chorus' kernels use no thread-block clusters"},
     {"CTAPolicy", &ncclCollConfig_t::CTAPolicy, "no effect: Chorus has one CTA policy"},
 };
-constexpr uint32_t kProfilerTagBit = 1u << std::size(kIntHints);
-constexpr uint32_t kExtBit = kProfilerTagBit << 1;
+constexpr uint32_t kExtBit = 1u << std::size(kIntHints);
 constexpr uint32_t kEventBit = kExtBit << 1;
 
 }  // namespace
@@ -124,7 +123,6 @@ void nameUnusedCollConfigFields(ncclComm* comm, const ncclCollConfig_t* config, 
   uint32_t set = 0;
   for (size_t i = 0; i < std::size(kIntHints); ++i)
     if (config->*kIntHints[i].field != NCCL_CONFIG_UNDEF_INT) set |= 1u << i;
-  if (config->userProfilerTag != 0) set |= kProfilerTagBit;
   if (config->ext != nullptr) set |= kExtBit;
   // A 2.31 struct ends before the event: not read there.
   const bool hasEvent = config->size >= offsetof(ncclCollConfig_t, launchCompletionEvent) + sizeof(cudaEvent_t);
@@ -136,10 +134,6 @@ void nameUnusedCollConfigFields(ncclComm* comm, const ncclCollConfig_t* config, 
       INFO(kSubsysColl, "%s: config->%s = %d: %s (said once per communicator)", func, kIntHints[i].name,
            config->*kIntHints[i].field, kIntHints[i].effect);
     }
-  }
-  if (fresh & kProfilerTagBit) {
-    INFO(kSubsysColl, "%s: config->userProfilerTag = 0x%llx: no effect: Chorus loads no profiler plugin (said once)",
-         func, static_cast<unsigned long long>(config->userProfilerTag));
   }
   if (fresh & kExtBit) INFO(kSubsysColl, "%s: config->ext: vendor options are ignored (said once)", func);
   if (fresh & kEventBit) {

@@ -71,7 +71,9 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
   INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p [nranks=%d] stream %p",
        c.func, c.sendbuff, static_cast<void*>(c.recvbuff), c.count, typeName(c.dtype), static_cast<int>(c.op), c.root,
        static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
-  return enqueueOp(comm, CollOp{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream, tuning});
+  CollOp op{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream, tuning};
+  if (config != nullptr) op.profile.userTag = config->userProfilerTag;  // for a profiler plugin's events
+  return enqueueOp(comm, op);
 }
 
 // Validates a composite call, then records its sends and receives as one group. Its

@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
+#include "src/profiler/profiler.h"
 
 ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::registerComm(this); }
 
@@ -21,6 +22,7 @@ ncclComm::~ncclComm() {
   if (abortFlag.load() != 0) breakConnections();
   chosenExecutor.store(nullptr);
   executor.reset();  // waits for its kernels, which may still be using the connections
+  profiler.reset();  // the plugin's finalize, once no work of this communicator is left
   magic = 0;
   chorus::unregisterComm(this);
 }

@@ -23,6 +23,7 @@ namespace chorus {
 
 struct PlanLanes;                     // src/enqueue/plan.h
 class Executor;                       // src/executor/executor.h
+class CommProfiler;                   // src/profiler/profiler.h
 enum class ExecutorChoice : uint8_t;  // src/executor/executor_choice.h
 
 // One direction of a connection with its backing resource.
@@ -125,6 +126,10 @@ struct ncclComm {
   std::vector<std::unique_ptr<ncclWindow_vidmem>> windows;
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
+
+  // This communicator's context in the profiler plugin (NCCL_PROFILER_PLUGIN); null without
+  // one. Set when the set-up finishes; finalized once the work has stopped (~ncclComm).
+  std::unique_ptr<chorus::CommProfiler> profiler;
 
   // Which executor the buffers of the calls chose (set by the calling thread), and the
   // executor that runs the work (src/executor/executor_choice.h). The executor goes

@@ -12,6 +12,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/connect.h"
 #include "src/executor/cuda/cuda_executor.h"
+#include "src/profiler/profiler.h"
 #include "src/topo/topo_init.h"
 #include "src/tune/tuner_plugin.h"
 
@@ -113,6 +114,13 @@ int hostCount(const std::vector<PeerInfo>& peers) {
   return static_cast<int>(hosts.size());
 }
 
+// NCCL's commHash: the same on every rank of the communicator, from its unique id (FNV-1a).
+uint64_t commHashOf(const ncclUniqueId& id) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char byte : id.internal) hash = (hash ^ static_cast<uint8_t>(byte)) * 0x100000001b3ull;
+  return hash;
+}
+
 // What the tuning model needs, from information every rank shares (so every rank
 // makes the same choice for the same call).
 TuneTopology tuneTopology(const ncclComm* comm) {
@@ -206,6 +214,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   INFO(kSubsysInit, "comm %p%s%s rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)",
        static_cast<void*>(comm), comm->config.commName.empty() ? "" : " commName ", comm->config.commName.c_str(),
        comm->rank, comm->nranks, nChannels, getpid(), ms);
+  comm->profiler = CommProfiler::attach(*comm, commHashOf(ids[0]), hostCount(comm->peers));
   comm->ready.store(true);
   return ncclSuccess;
 }

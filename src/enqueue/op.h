@@ -9,6 +9,21 @@
 
 namespace chorus {
 
+// What the planner chose for a call (buildLanes writes it where a profiler asks).
+struct OpPlacement {
+  Algorithm algo = Algorithm::Ring;
+  Protocol proto = Protocol::Simple;
+  int nChannels = 0;  // the channels given a share of the call; 0: not planned
+};
+
+// A profiler plugin's view of a call (src/profiler/profiler.h); empty without a plugin.
+struct OpProfile {
+  void* apiEvent = nullptr;          // the call's CollApi/P2pApi event: its Coll/P2p event's parent
+  int mask = 0;                      // the plugin's activation mask when the call was made
+  OpPlacement* placement = nullptr;  // where the planner writes its choice (set just before planning)
+  uint64_t userTag = 0;              // the call's ncclCollConfig_t userProfilerTag (given to v7 plugins)
+};
+
 struct CollOp {
   WorkKind kind;
   const void* sendbuff;
@@ -19,6 +34,7 @@ struct CollOp {
   int root;                       // root, or the peer of Send/Recv
   cudaStream_t stream = nullptr;  // the user's stream (the CUDA executor launches on it)
   CallTuning tuning{};            // what the call's ncclCollConfig_t asks of algorithm and channels
+  OpProfile profile{};
 };
 
 }  // namespace chorus

@@ -149,6 +149,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     }
     const TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op), op.tuning);
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
+      if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, 1};
       if (op.root == comm->rank) {
         (op.kind == WorkKind::Send ? plan.selfSends : plan.selfRecvs).push_back(&op);
         continue;
@@ -164,11 +165,14 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     if (op.tuning.maxChannels > 0) callChannels = std::min(callChannels, op.tuning.maxChannels);
     if (how.maxChannels > 0) callChannels = std::min(callChannels, how.maxChannels);
     const size_t per = sharePerChannel(op.count, callChannels);
+    int channelsUsed = 0;
     for (int c = 0; c < callChannels; ++c) {
       ChannelRange share = channelShare(op.count, c, per);
       if (share.count == 0 && c > 0) continue;  // channel 0 still runs an empty call (keeps ranks in step)
       appendItem(plan.channels[c], op, red, how, c, share);
+      ++channelsUsed;
     }
+    if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, channelsUsed};
   }
 
   if (plan.selfSends.size() != plan.selfRecvs.size()) {

@@ -22,8 +22,9 @@ struct PlanLanes {
 // Plans `ops` on `comm` into its PlanLanes and appends the lanes with work: one lane per
 // channel for collectives (in call order), one per peer and direction for sends and
 // receives. Sends to self are paired with receives from self, in order, as local copies.
-// The lanes stay valid until the communicator's next plan. Returns an error (with a
-// WARN) when the ops cannot be planned (unmatched self send/receive, bad op).
+// The lanes stay valid until the communicator's next plan. Where an op asks
+// (op.profile.placement), what was chosen for it is written there. Returns an error (with
+// a WARN) when the ops cannot be planned (unmatched self send/receive, bad op).
 ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vector<Lane*>* lanes);
 
 // The executor form of a user's op for this call (avg becomes PreMulSum(1/n) for

@@ -9,6 +9,7 @@
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
 #include "src/executor/executor_choice.h"
+#include "src/profiler/profiler.h"
 #include "src/tune/tuner.h"
 
 namespace chorus {
@@ -25,6 +26,7 @@ struct GroupState {
   ncclResult_t error = ncclSuccess;
   std::vector<ncclComm*> comms;  // with pending ops, in first-use order
   std::vector<InitJob> inits;
+  GroupApiEvent groupApi;  // a profiler plugin's event for this outermost group
   // Scratch of launchGroup and runBlocking, kept so that a warm call allocates nothing.
   std::vector<ncclComm*> blocking;
   GroupLaunch launch;
@@ -44,13 +46,20 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   launch.clear();
   for (ncclComm* comm : comms) {
     const ScopedLogContext logAs(comm->rank, comm->config.commName.c_str());
+    if (comm->profiler) comm->profiler->beforePlanning(comm->pending);
     if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->pending, launch);
+  }
+  // A profiler's launch events start once everything is staged and stop once the launch
+  // has returned: what ran on this thread has completed by then.
+  for (ncclComm* comm : comms) {
+    if (comm->profiler && result == ncclSuccess) comm->profiler->launchBegins(comm->pending);
     comm->pending.clear();
   }
   // Everything is staged before anything starts (cuda_comm.h says why).
   const ncclResult_t started = launch.start(result == ncclSuccess);
   if (result == ncclSuccess) result = started;
   for (ncclComm* comm : comms) {
+    if (comm->profiler) comm->profiler->launchEnded();
     const ncclResult_t r = comm->executor ? comm->executor->runError() : ncclSuccess;
     if (r != ncclSuccess) {
       comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
@@ -182,6 +191,7 @@ ncclResult_t groupEnd() {
     return ncclInvalidUsage;
   }
   if (--g.depth > 0) return ncclSuccess;
+  GroupApiEnd apiEnd(g.groupApi);
   if (g.error != ncclSuccess) {
     ncclResult_t error = g.error;
     g.error = ncclSuccess;
@@ -209,6 +219,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
     WARN("ncclGroupSimulateEnd: invalid usage: called at group depth %d; it ends the outermost group", g.depth);
     return ncclInvalidUsage;
   }
+  GroupApiEnd apiEnd(g.groupApi);
   // Every communicator's calls run concurrently with the others': the group takes as
   // long as its slowest communicator. Nothing is executed.
   float estimate = 0;
@@ -263,7 +274,9 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
   if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
     g.comms.push_back(comm);
   comm->pending.push_back(op);
+  if (comm->profiler) comm->profiler->recordCall(g.groupApi, g.depth + 1, comm->pending.back());
   if (g.depth > 0) return ncclSuccess;
+  GroupApiEnd apiEnd(g.groupApi);  // a lone call's implicit group
   return launchGroup(g);
 }
 

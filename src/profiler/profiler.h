@@ -1,0 +1,115 @@
+// What an NCCL profiler plugin (NCCL_PROFILER_PLUGIN; loading: profiler_plugin.h) sees of
+// Chorus, and the narrow interface through which the host runtime tells it: the group
+// layer calls these hooks and nothing else. Without a plugin a communicator has no
+// CommProfiler and a thread's GroupApiEvent never starts, so each hook costs one branch.
+//
+// The events, as NCCL 2.28-2.32 emit them (ABI v5 to v7; a v4 plugin gets Group, Coll and
+// P2p only, a Coll's or P2p's parentObj then being the Group event):
+//   GroupApi        an outermost group as the user called it (a lone call's implicit group
+//                   too): from its first call to the end of its ncclGroupEnd, in the first
+//                   call's communicator's context; its states GroupStartApiStop (at once)
+//                   and GroupEndApiStart (when ncclGroupEnd begins)
+//   CollApi/P2pApi  one collective / ncclSend / ncclRecv call, started and stopped inside
+//                   the call; parentObj: the GroupApi event
+//   Group           one communicator's share of a group, from its launch to its end
+//   Coll/P2p        one call of that launch, with the algorithm, protocol and channels it
+//                   was planned with and a per-communicator sequence number per collective;
+//                   parentObj: its CollApi/P2pApi event; parentGroup: the Group event
+// (v7 adds the call's userProfilerTag to CollApi, P2pApi, Coll and P2p.)
+// "From its launch to its end": with host buffers the calling thread runs the work, so the
+// events stop once it has completed; with device buffers once it is enqueued on the
+// stream (as NCCL's stop: the kernel runs later). Not emitted: ProxyOp, ProxyStep and
+// ProxyCtrl (the network proxy moves FIFO slots for every communicator of the process and
+// knows no calls), KernelCh, KernelLaunch, NetPlugin, the copy-engine and kernel phase events.
+//
+// The activation mask (the plugin's init sets it, and may change it later): an event
+// starts when its own bit, or the bit of an event type below it, is set: NCCL's rule, so
+// that a Coll always has its CollApi, GroupApi and Group above it. A call's events follow
+// the mask as it was when the call was made.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "src/enqueue/op.h"
+
+struct ncclComm;
+
+namespace chorus {
+
+class ProfilerPlugin;  // profiler_plugin.h
+
+// The thread's group API event (one per outermost group, src/group's GroupState).
+class GroupApiEvent {
+ public:
+  bool active() const { return active_; }
+  void* handle() const { return handle_; }
+  // Started by the group's first profiled call (CommProfiler::recordCall).
+  void start(std::shared_ptr<const ProfilerPlugin> plugin, void* context, int rank, int groupDepth);
+  // The outermost ncclGroupEnd begins / has run its group.
+  void endBegins() {
+    if (active_) recordEndBegins();
+  }
+  void stop() {
+    if (active_) stopNow();
+  }
+
+ private:
+  void recordEndBegins();
+  void stopNow();
+
+  std::shared_ptr<const ProfilerPlugin> plugin_;  // keeps the library loaded until the stop
+  void* handle_ = nullptr;
+  bool active_ = false;  // started (the plugin may have given no handle)
+};
+
+// Around the launch of an outermost group: GroupEndApiStart now, the stop at scope exit.
+class GroupApiEnd {
+ public:
+  explicit GroupApiEnd(GroupApiEvent& event) : event_(event) { event_.endBegins(); }
+  ~GroupApiEnd() { event_.stop(); }
+  GroupApiEnd(const GroupApiEnd&) = delete;
+  GroupApiEnd& operator=(const GroupApiEnd&) = delete;
+
+ private:
+  GroupApiEvent& event_;
+};
+
+// One communicator's context in the plugin. Used by one thread at a time for launches
+// (the communicator's), while calls may record from another (a non-blocking one's user).
+class CommProfiler {
+ public:
+  // For a communicator whose set-up has just finished: the process's plugin (loaded by the
+  // first communicator) and its init. Null without a plugin, or when its init failed (one
+  // WARN naming the plugin's file and the error; the communicator runs without it).
+  static std::unique_ptr<CommProfiler> attach(const ncclComm& comm, uint64_t commHash, int nNodes);
+  ~CommProfiler();  // the plugin's finalize for this communicator
+  CommProfiler(const CommProfiler&) = delete;
+  CommProfiler& operator=(const CommProfiler&) = delete;
+
+  // A call just recorded (at group depth `groupDepth`, NCCL's count: 1 for a lone call):
+  // the group's GroupApi event if this is its first profiled call, then the call's
+  // CollApi or P2pApi event; what the launch needs is kept in op.profile.
+  void recordCall(GroupApiEvent& groupApi, int groupDepth, CollOp& op);
+
+  // A launch of `ops`, in three steps: before they are planned (points them at where the
+  // planner writes its choices), once everything is staged (starts Group, Coll and P2p
+  // events), once the launch has returned (stops them).
+  void beforePlanning(std::vector<CollOp>& ops);
+  void launchBegins(const std::vector<CollOp>& ops);
+  void launchEnded();
+
+ private:
+  CommProfiler(std::shared_ptr<const ProfilerPlugin> plugin, void* context, int rank);
+
+  std::shared_ptr<const ProfilerPlugin> plugin_;
+  void* context_;
+  int rank_;
+  uint64_t seqNumbers_[static_cast<int>(WorkKind::Send)] = {};  // per collective, by WorkKind
+  std::vector<OpPlacement> placements_;                         // the launch's, by op
+  void* groupEvent_ = nullptr;
+  std::vector<void*> callEvents_;  // the launch's Coll and P2p events
+};
+
+}  // namespace chorus
