@@ -58,17 +58,24 @@ std::optional<std::string> envValue(const char* name) {
   return std::nullopt;
 }
 
+std::optional<int64_t> parseIntSetting(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = strtoll(text.c_str(), &end, 0);
+  if (errno != 0 || *end != '\0') return std::nullopt;
+  return v;
+}
+
 int64_t envInt(const char* name, int64_t fallback) {
   auto value = envValue(name);
   if (!value || value->empty()) return fallback;
-  errno = 0;
-  char* end = nullptr;
-  long long v = strtoll(value->c_str(), &end, 0);
-  if (errno != 0 || *end != '\0') {
+  const std::optional<int64_t> v = parseIntSetting(*value);
+  if (!v) {
     WARN("Invalid value %s for %s, using default %lld", value->c_str(), name, static_cast<long long>(fallback));
     return fallback;
   }
-  return v;
+  return *v;
 }
 
 std::string envString(const char* name, const std::string& fallback) {

@@ -14,6 +14,9 @@ std::optional<std::string> envValue(const char* name);
 // An integer setting; `fallback` when unset or not a number (a WARN names the bad value).
 int64_t envInt(const char* name, int64_t fallback);
 
+// A setting's text as an integer (decimal, 0x hex, 0 octal), or nullopt when it is not one.
+std::optional<int64_t> parseIntSetting(const std::string& text);
+
 // A string setting; `fallback` when unset.
 std::string envString(const char* name, const std::string& fallback = "");
 

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -129,22 +128,13 @@ std::optional<std::string> parseBool(const std::string& v) {
   return std::nullopt;
 }
 
-std::optional<int64_t> parseInt(const std::string& v) {
-  if (v.empty()) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  const long long n = strtoll(v.c_str(), &end, 0);
-  if (errno != 0 || *end != '\0') return std::nullopt;
-  return n;
-}
-
 // The value in canonical text, or nullopt when it is not valid for the type.
 std::optional<std::string> canonical(SettingType type, const std::string& v) {
   switch (type) {
     case kBool:
       return parseBool(v);
     case kInt64:
-      if (auto n = parseInt(v)) return std::to_string(*n);
+      if (auto n = parseIntSetting(v)) return std::to_string(*n);
       return std::nullopt;
     case kString:
       return v;
@@ -236,7 +226,7 @@ std::string settingBytes(const Setting& setting) {
     case kBool:
       return std::string(1, text == "TRUE" ? '\1' : '\0');
     case kInt64:
-      return bytesOf(static_cast<int64_t>(parseInt(text).value_or(0)));
+      return bytesOf(static_cast<int64_t>(parseIntSetting(text).value_or(0)));
     case kString:
       return std::string(text.c_str(), text.size() + 1);
     case kDebugLevel:

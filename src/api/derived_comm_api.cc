@@ -69,16 +69,16 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
       },
       InitKind::kOfParent);
   setUp.reset();
-  if (!member || (exchanged != ncclSuccess && exchanged != ncclInProgress))
-    return exchanged == ncclInProgress ? ncclSuccess : exchanged;
+  // The call itself answers ncclSuccess for a non-blocking parent, as NCCL's: the child is
+  // ready once the parent has settled (or the group has ended).
+  const ncclResult_t answer = exchanged == ncclInProgress ? ncclSuccess : exchanged;
+  if (!member || answer != ncclSuccess) return answer;
   const int childResult = child->asyncResult.load();
   if (childResult != ncclSuccess && childResult != ncclInProgress) {
     return static_cast<ncclResult_t>(childResult);  // a blocking set-up failed; `child` is freed here
   }
   *newcomm = child.release();
-  // Ready when the parent is blocking; otherwise once the parent has settled (or the
-  // group has ended). A non-blocking parent's split itself answers ncclSuccess, as NCCL's.
-  return exchanged == ncclInProgress ? ncclSuccess : exchanged;
+  return answer;
 }
 
 // The parent's config when none is given (as NCCL), else `config`.

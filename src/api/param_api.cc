@@ -40,10 +40,13 @@ ncclParamHandle* handleOf(const char* key) {
   return nullptr;
 }
 
-// NCCL lists the library's own settings; NCCL_PARAM_DUMP_ALL adds the rest.
-bool listed(const Setting& s) {
-  if (s.use == SettingUse::kHonoured || s.use == SettingUse::kNotHonoured) return true;
-  return settingText(*findSetting("NCCL_PARAM_DUMP_ALL")) == "TRUE";
+// The settings NCCL would list: the library's own; NCCL_PARAM_DUMP_ALL adds the rest.
+std::vector<const Setting*> listedSettings() {
+  const bool all = settingText(*findSetting("NCCL_PARAM_DUMP_ALL")) == "TRUE";
+  std::vector<const Setting*> listed;
+  for (const Setting& s : allSettings())
+    if (all || s.use == SettingUse::kHonoured || s.use == SettingUse::kNotHonoured) listed.push_back(&s);
+  return listed;
 }
 
 template <typename T>
@@ -168,8 +171,7 @@ ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen) {
     return ncclInvalidArgument;
   }
   keys.clear();
-  for (const Setting& s : allSettings())
-    if (listed(s)) keys.push_back(s.name);
+  for (const Setting* s : listedSettings()) keys.push_back(s->name);
   *table = keys.data();
   *tableLen = static_cast<int>(keys.size());
   return ncclSuccess;
@@ -177,10 +179,9 @@ ncclResult_t pncclParamGetAllParameterKeys(const char*** table, int* tableLen) {
 
 void pncclParamDumpAll(void) {
   printf("=== ncclParam Registry Dump ===\n");
-  for (const Setting& s : allSettings()) {
-    if (!listed(s)) continue;
-    printf("%s (%s): Current value=%s default=%s -- %s%s\n", s.name, settingTypeName(s.type), settingText(s).c_str(),
-           s.defaultValue, s.meaning, s.use == SettingUse::kNotHonoured ? " [not honoured by Chorus]" : "");
+  for (const Setting* s : listedSettings()) {
+    printf("%s (%s): Current value=%s default=%s -- %s%s\n", s->name, settingTypeName(s->type), settingText(*s).c_str(),
+           s->defaultValue, s->meaning, s->use == SettingUse::kNotHonoured ? " [not honoured by Chorus]" : "");
   }
   printf("=== End of ncclParam Registry Dump ===\n");
   fflush(stdout);

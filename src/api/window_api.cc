@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/debug.h"
 #include "src/api/export.h"
@@ -16,9 +17,16 @@ using namespace chorus;
 
 namespace {
 
-// The window's entry in `comm`'s list, or end() when `win` is not one of comm's.
-auto findWindow(ncclComm* comm, ncclWindow_t win) {
-  return std::find_if(comm->windows.begin(), comm->windows.end(), [win](const auto& w) { return w.get() == win; });
+using WindowList = std::vector<std::unique_ptr<ncclWindow_vidmem>>;
+
+// `win`'s entry in `comm`'s list (regMutex held); a window of another communicator, or
+// one already deregistered, is refused with a WARN.
+ncclResult_t findWindow(ncclComm* comm, ncclWindow_t win, const char* func, WindowList::iterator* out) {
+  *out = std::find_if(comm->windows.begin(), comm->windows.end(), [win](const auto& w) { return w.get() == win; });
+  if (*out != comm->windows.end()) return ncclSuccess;
+  WARN("%s: invalid argument: window %p is not a window of communicator %p", func, static_cast<void*>(win),
+       static_cast<void*>(comm));
+  return ncclInvalidArgument;
 }
 
 }  // namespace
@@ -55,12 +63,8 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   CHORUS_CHECK(checkComm(comm, func));
   if (win == nullptr) return ncclSuccess;  // as NCCL: what a registration without a window returned
   std::lock_guard<std::mutex> lock(comm->regMutex);
-  auto it = findWindow(comm, win);
-  if (it == comm->windows.end()) {
-    WARN("%s: invalid argument: window %p is not a window of communicator %p", func, static_cast<void*>(win),
-         static_cast<void*>(comm));
-    return ncclInvalidArgument;
-  }
+  WindowList::iterator it;
+  CHORUS_CHECK(findWindow(comm, win, func, &it));
   comm->windows.erase(it);
   return ncclSuccess;
 }
@@ -72,12 +76,8 @@ ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUse
   CHORUS_CHECK(checkComm(comm, func));
   if (win == nullptr) return ncclSuccess;  // NULL window, NULL pointer (NCCL 2.31)
   std::lock_guard<std::mutex> lock(comm->regMutex);
-  auto it = findWindow(comm, win);
-  if (it == comm->windows.end()) {
-    WARN("%s: invalid argument: window %p is not a window of communicator %p", func, static_cast<void*>(win),
-         static_cast<void*>(comm));
-    return ncclInvalidArgument;
-  }
+  WindowList::iterator it;
+  CHORUS_CHECK(findWindow(comm, win, func, &it));
   *outUserPtr = (*it)->base;
   return ncclSuccess;
 }

@@ -26,6 +26,17 @@ ncclResult_t settle(ncclComm_t comm) {
 
 std::string lastError() { return ncclGetLastError(nullptr); }
 
+// A non-blocking communicator, once its init has settled; null if it failed.
+ncclComm_t initNonBlocking(int rank, int nranks, const ncclUniqueId& id) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+  if (comm != nullptr && settle(comm) == ncclSuccess) return comm;
+  if (comm != nullptr) ncclCommAbort(comm);
+  return nullptr;
+}
+
 // One rank of two calls a non-blocking init; the other never comes. Using the
 // communicator before its set-up finished is refused, and the communicator keeps the error.
 TEST(CommState, UsedBeforeItsSetUpFinished) {
@@ -90,11 +101,8 @@ TEST(CommState, FinalizeOnceThenOnlyDestroy) {
 // A non-blocking communicator's finalize is its last job: ncclInProgress, then settled.
 TEST(CommState, NonBlockingFinalizeIsInProgressThenSettles) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclComm_t comm = nullptr;
-    ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
-    if (settle(comm) != ncclSuccess) return RankOutcome::fail("init did not settle");
+    ncclComm_t comm = initNonBlocking(rank, nranks, id);
+    if (comm == nullptr) return RankOutcome::fail("init did not settle");
     std::vector<int32_t> data(64, rank + 1);
     ncclAllReduce(data.data(), data.data(), 64, ncclInt32, ncclSum, comm, nullptr);
     if (settle(comm) != ncclSuccess || data[63] != 3) return RankOutcome::fail("AllReduce before finalize failed");
@@ -123,11 +131,8 @@ TEST(CommState, RevokeIsLocalAndOnce) {
 
 TEST(CommState, RevokingANonBlockingCommunicatorIsInProgress) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    ncclComm_t comm = nullptr;
-    ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
-    if (settle(comm) != ncclSuccess) return RankOutcome::fail("init did not settle");
+    ncclComm_t comm = initNonBlocking(rank, nranks, id);
+    if (comm == nullptr) return RankOutcome::fail("init did not settle");
     const ncclResult_t revoked = ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT);
     if (revoked != ncclInProgress) return RankOutcome::fail("revoke returned " + resultName(revoked));
     if (settle(comm) != ncclSuccess) return RankOutcome::fail("revoke did not settle");
