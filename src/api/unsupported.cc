@@ -14,12 +14,6 @@ ncclResult_t unsupported(const char* func, const char* why) {
   return ncclInvalidUsage;
 }
 
-// What NCCL answers where the communicator has no host RMA support (measured, 2.31).
-ncclResult_t noHostRma(const char* func) {
-  WARN("%s is not supported by Chorus yet (one-sided operations on memory windows need host RMA support)", func);
-  return ncclInvalidArgument;
-}
-
 }  // namespace
 
 // Device-side API types (nccl_device.h); only their host entry points are exported.
@@ -86,19 +80,6 @@ int pncclTeamRankToLsa(ncclComm_t, ncclTeam, int) {
   return -1;
 }
 
-// Newer NCCL (2.29-2.31): exported so that programs built against those headers load.
-
-ncclResult_t pncclPutSignal(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
-                            ncclComm_t, cudaStream_t) {
-  return noHostRma("ncclPutSignal");
-}
-
-ncclResult_t pncclSignal(int, int, int, unsigned int, ncclComm_t, cudaStream_t) { return noHostRma("ncclSignal"); }
-
-ncclResult_t pncclWaitSignal(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t) {
-  return noHostRma("ncclWaitSignal");
-}
-
 // The device API entry points are not declared in nccl.h, so their nccl* names are
 // declared here for the aliases below.
 ncclResult_t ncclDevCommCreate(ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*);
@@ -127,6 +108,3 @@ CHORUS_EXPORT_ALIAS(ncclTeamLsa)
 CHORUS_EXPORT_ALIAS(ncclTeamRail)
 CHORUS_EXPORT_ALIAS(ncclTeamRankToWorld)
 CHORUS_EXPORT_ALIAS(ncclTeamRankToLsa)
-CHORUS_EXPORT_ALIAS(ncclPutSignal)
-CHORUS_EXPORT_ALIAS(ncclSignal)
-CHORUS_EXPORT_ALIAS(ncclWaitSignal)

@@ -12,11 +12,13 @@
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
 #include "src/profiler/profiler.h"
+#include "src/rma/rma_service.h"
 
 ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::registerComm(this); }
 
 ncclComm::~ncclComm() {
   worker.reset();  // joins: no job may run while the connections go away
+  rma.reset();     // joins its service thread, which reads the one-sided connections
   // Aborted: tell the peers now (and let NET connections close without draining), before
   // waiting for this rank's kernels, so that the peers' kernels stop waiting for them too.
   if (abortFlag.load() != 0) breakConnections();

@@ -24,6 +24,7 @@ namespace chorus {
 struct PlanLanes;                     // src/enqueue/plan.h
 class Executor;                       // src/executor/executor.h
 class CommProfiler;                   // src/profiler/profiler.h
+class RmaService;                     // src/rma/rma_service.h
 enum class ExecutorChoice : uint8_t;  // src/executor/executor_choice.h
 
 // One direction of a connection with its backing resource.
@@ -63,14 +64,26 @@ struct CommConfig {
   std::string netName;    // the net its network connections use; "": the process's (NCCL_NET)
 };
 
+// What a rank learns of another rank's copy of a window when it is registered.
+struct WindowPeer {
+  uint64_t size = 0;
+  bool hostMemory = true;  // false: GPU memory, which one-sided calls on the host cannot reach
+};
+
 }  // namespace chorus
 
-// A memory window (ncclCommWindowRegister): the user's buffer, as this rank registered it.
+// A memory window (ncclCommWindowRegister): the user's buffer, as this rank registered it,
+// and what the other ranks registered with it.
 struct ncclWindow_vidmem {
-  ncclComm* comm;
-  void* base;
-  size_t size;
-  int flags;
+  ncclComm* comm = nullptr;
+  void* base = nullptr;
+  size_t size = 0;
+  int flags = 0;
+  bool hostMemory = true;
+  uint64_t seq = 0;  // its place among the communicator's registrations: the same window on every rank
+  // Set once every rank has registered it (chorus::shareWindow): one-sided calls may use it.
+  std::atomic<bool> shared{false};
+  std::vector<chorus::WindowPeer> peers;  // indexed by rank
 };
 
 struct ncclComm {
@@ -124,6 +137,13 @@ struct ncclComm {
   std::mutex regMutex;  // guards registrations and windows
   std::vector<std::pair<void*, size_t>> registrations;
   std::vector<std::unique_ptr<ncclWindow_vidmem>> windows;
+  uint64_t windowsRegistered = 0;  // every registration so far, so each gets its place (seq)
+
+  // One-sided calls (src/rma/rma_service.h): a connection each way to every peer, made when
+  // the first window is registered, and the service that lands what arrives; null before.
+  std::vector<chorus::Connection> rmaSend;
+  std::vector<chorus::Connection> rmaRecv;
+  std::unique_ptr<chorus::RmaService> rma;
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
 
@@ -147,7 +167,7 @@ struct ncclComm {
   ncclComm& operator=(const ncclComm&) = delete;
 
   void refreshView();
-  // Calls f(connection) for every ring/tree and send/recv connection, connected or not.
+  // Calls f(connection) for every ring/tree, send/recv and one-sided connection, connected or not.
   template <typename F>
   void forEachConnection(F&& f) {
     for (chorus::Channel& ch : channels) {
@@ -156,6 +176,8 @@ struct ncclComm {
     }
     for (chorus::Connection& c : p2pSend) f(c);
     for (chorus::Connection& c : p2pRecv) f(c);
+    for (chorus::Connection& c : rmaSend) f(c);
+    for (chorus::Connection& c : rmaRecv) f(c);
   }
   // Sets `flag` (abortFlag or revokeFlag), which every wait of this communicator's work
   // watches, stops its asynchronous work (kernels), and returns once no thread is inside

@@ -202,6 +202,8 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   }
   comm->p2pSend.resize(comm->nranks);
   comm->p2pRecv.resize(comm->nranks);
+  comm->rmaSend.resize(comm->nranks);
+  comm->rmaRecv.resize(comm->nranks);
   CHORUS_CHECK(awaitConnections(comm));
   comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm)));
   attachTunerPlugin(comm, ids);

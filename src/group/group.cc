@@ -21,11 +21,18 @@ struct InitJob {
   InitKind kind;
 };
 
+struct RmaJob {
+  ncclComm* comm;
+  std::function<ncclResult_t()> run;
+};
+
 struct GroupState {
   int depth = 0;
   ncclResult_t error = ncclSuccess;
   std::vector<ncclComm*> comms;  // with pending ops, in first-use order
   std::vector<InitJob> inits;
+  std::vector<RmaJob> rmaBefore;  // one-sided calls (RmaPhase), in call order
+  std::vector<RmaJob> rmaAfter;
   GroupApiEvent groupApi;  // a profiler plugin's event for this outermost group
   // Scratch of launchGroup and runBlocking, kept so that a warm call allocates nothing.
   std::vector<ncclComm*> blocking;
@@ -76,6 +83,36 @@ ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops) {
   return runBlocking({comm}, currentGroup());
 }
 
+// Runs one-sided jobs: a blocking communicator's on this thread, in order; a non-blocking
+// one's on its worker (then *inProgress). While a job runs it counts as the communicator's
+// work, which abort and destroy wait for (haltWork).
+ncclResult_t runRmaJobs(std::vector<RmaJob>& jobs, bool* inProgress) {
+  ncclResult_t result = ncclSuccess;
+  for (RmaJob& job : jobs) {
+    ncclComm* comm = job.comm;
+    if (!comm->config.blocking) {
+      submitAsync(comm, [comm, run = std::move(job.run)] {
+        comm->activeRuns.fetch_add(1);
+        const ncclResult_t r = run();
+        comm->activeRuns.fetch_sub(1);
+        return r;
+      });
+      *inProgress = true;
+      continue;
+    }
+    const ScopedLogContext logAs(comm->rank, comm->config.commName.c_str());
+    comm->activeRuns.fetch_add(1);
+    const ncclResult_t r = job.run();
+    if (r != ncclSuccess) {
+      comm->asyncResult.store(r);  // sticky, as a failed collective
+      if (result == ncclSuccess) result = r;
+    }
+    comm->activeRuns.fetch_sub(1);  // last: an abort may free the communicator from here on
+  }
+  jobs.clear();
+  return result;
+}
+
 ncclResult_t launchGroup(GroupState& g) {
   ncclResult_t result = ncclSuccess;
   bool inProgress = false;
@@ -119,6 +156,7 @@ ncclResult_t launchGroup(GroupState& g) {
     if (!initErrors[j].empty()) setThreadLastError(initErrors[j].c_str());
   }
   g.inits.clear();
+  if (const ncclResult_t r = runRmaJobs(g.rmaBefore, &inProgress); result == ncclSuccess) result = r;
 
   std::vector<ncclComm*>& blocking = g.blocking;
   blocking.clear();
@@ -138,6 +176,7 @@ ncclResult_t launchGroup(GroupState& g) {
     ncclResult_t r = runBlocking(blocking, g);
     if (result == ncclSuccess) result = r;
   }
+  if (const ncclResult_t r = runRmaJobs(g.rmaAfter, &inProgress); result == ncclSuccess) result = r;
   if (result == ncclSuccess && inProgress) result = ncclInProgress;
   return result;
 }
@@ -148,6 +187,8 @@ void dropPending(GroupState& g) {
   for (InitJob& job : g.inits)
     if (job.kind == InitKind::kOwn) job.comm->asyncResult.store(ncclInvalidUsage);
   g.inits.clear();
+  g.rmaBefore.clear();
+  g.rmaAfter.clear();
 }
 
 // Whether `comm` may take a call: not failed, revoked or suspended (a WARN says which).
@@ -232,6 +273,8 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
     comm->pending.clear();
   }
   g.comms.clear();
+  g.rmaBefore.clear();  // one-sided calls are not simulated, and do not run either
+  g.rmaAfter.clear();
   ncclResult_t result = g.error;
   g.error = ncclSuccess;
   g.depth = 0;
@@ -294,6 +337,17 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
   ncclResult_t r = init();
   comm->asyncResult.store(r);
   return r;
+}
+
+ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult_t()> job) {
+  GroupState& g = currentGroup();
+  if (const ncclResult_t r = checkAcceptsWork(comm); r != ncclSuccess) {
+    groupRecordError(r);
+    return r;
+  }
+  (phase == RmaPhase::kBeforeCollectives ? g.rmaBefore : g.rmaAfter).push_back(RmaJob{comm, std::move(job)});
+  if (g.depth > 0) return ncclSuccess;
+  return launchGroup(g);
 }
 
 void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job) {

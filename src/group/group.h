@@ -30,6 +30,15 @@ enum class InitKind { kOwn, kOfParent };
 // Runs a communicator init now, or at the group's end when inside a group.
 ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, InitKind kind = InitKind::kOwn);
 
+// When a one-sided call (src/rma) runs among the calls of its group: puts and signals
+// before the group's collectives, waits after them, so that no order of calls inside a
+// group (a wait listed before the put it waits for, on one thread) deadlocks.
+enum class RmaPhase { kBeforeCollectives, kAfterCollectives };
+
+// Runs a one-sided call's `job` now (on the worker for a non-blocking communicator), or at
+// the group's end when inside a group. A failure is sticky on the communicator.
+ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult_t()> job);
+
 // Whether `comm` takes calls now: its set-up has finished, or it is pending in this
 // thread's group (the group's end runs it before the calls). A refusal WARNs; a
 // non-blocking communicator keeps the error, as in NCCL.

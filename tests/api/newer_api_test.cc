@@ -79,8 +79,9 @@ TEST(NewerApi, MemStatsOfAHostCommunicatorCountNoGpuMemory) {
 }
 
 // Without host RMA support NCCL fails the one-sided calls with ncclInvalidArgument; so does
-// Chorus, with a WARN naming the call.
-TEST(NewerApi, OneSidedCallsFailAndSaySo) {
+// Chorus on a communicator with no registered window (its one-sided connections are made
+// by the first registration), with a WARN naming the call. one_sided_test.cc has the rest.
+TEST(NewerApi, OneSidedCallsWithoutAWindowFailAndSaySo) {
   ncclComm_t comm = nullptr;
   ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
   float x = 0;
