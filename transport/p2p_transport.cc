@@ -14,15 +14,23 @@ namespace {
 class HeapFifo : public ConnectionResource {
  public:
   explicit HeapFifo(const FifoLayout& layout)
-      : memory_(std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(layout.totalBytes()))) {
+      : memory_(std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(layout.totalBytes()))), layout_(layout) {
     // Counters and LL/LL128 flags start at 0 (= no data yet); Simple slots need no clearing.
     if (memory_) memset(memory_, 0, layout.bufferOffset(static_cast<int>(Protocol::Simple)));
   }
   ~HeapFifo() override { std::free(memory_); }
   void* memory() const { return memory_; }
 
+  // The Simple buffer (the last, and the largest): the only one whose idleness shows.
+  size_t releaseIdleSlots() override {
+    if (!simpleSlotsIdle(static_cast<StepFifoControl*>(memory_))) return 0;
+    return releaseFifoPages(memory_, layout_.bufferOffset(static_cast<int>(Protocol::Simple)), layout_.totalBytes(),
+                            false);
+  }
+
  private:
   void* memory_;
+  FifoLayout layout_;
 };
 
 class P2pTransport : public Transport {

@@ -18,19 +18,30 @@
 namespace chorus {
 namespace {
 
+// The receiver's mapping names the segment (it made it); the sender's does not.
 class ShmMapping : public ConnectionResource {
  public:
-  ShmMapping(void* base, size_t bytes, std::string name) : base_(base), bytes_(bytes), name_(std::move(name)) {}
+  ShmMapping(void* base, size_t bytes, std::string name, const FifoLayout& layout)
+      : base_(base), bytes_(bytes), name_(std::move(name)), layout_(layout) {}
   ~ShmMapping() override {
     if (base_) munmap(base_, bytes_);
     if (!name_.empty()) shm_unlink(name_.c_str());  // ENOENT once the sender unlinked it: fine
   }
   void* base() const { return base_; }
 
+  // The receiver releases the Simple buffer (the only one whose idleness shows) and its
+  // backing store in /dev/shm, for both processes.
+  size_t releaseIdleSlots() override {
+    if (name_.empty() || !simpleSlotsIdle(static_cast<StepFifoControl*>(base_))) return 0;
+    return releaseFifoPages(base_, layout_.bufferOffset(static_cast<int>(Protocol::Simple)), layout_.totalBytes(),
+                            true);
+  }
+
  private:
   void* base_;
   size_t bytes_;
   std::string name_;
+  FifoLayout layout_;
 };
 
 class FileDescriptor {
@@ -94,7 +105,7 @@ class ShmTransport : public Transport {
       WARN("SHM: mmap of %zu bytes of /dev/shm%s failed: %s", bytes, name, strerror(errno));
       return ncclSystemError;
     }
-    auto mapping = std::make_unique<ShmMapping>(base, bytes, name);
+    auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout);
     *handle = ConnectHandle{};
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
@@ -129,7 +140,7 @@ class ShmTransport : public Transport {
     }
     shm_unlink(name);  // both sides have it mapped now
     fillEnd(base, handle.layout, peer.rank, peer.pid != self.pid ? peer.pid : 0, end);
-    *resource = std::make_unique<ShmMapping>(base, handle.bytes, std::string());
+    *resource = std::make_unique<ShmMapping>(base, handle.bytes, std::string(), handle.layout);
     return ncclSuccess;
   }
 };

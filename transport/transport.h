@@ -40,6 +40,21 @@ inline size_t roundUpToFifoPages(size_t bytes) {
   return (bytes + fifoPageBytes() - 1) / fifoPageBytes() * fifoPageBytes();
 }
 
+// ncclCommSuspend: gives the whole pages of [base + from, base + to) back to the system;
+// they read as zeros at their next use. `shared`: a MAP_SHARED mapping of /dev/shm, whose
+// backing store goes too (MADV_REMOVE); otherwise private memory (MADV_DONTNEED). Returns
+// the bytes released (0 with a WARN naming the errno when the kernel refused).
+size_t releaseFifoPages(void* base, size_t from, size_t to, bool shared);
+
+// Whether no Simple step waits in a FIFO's slots: every step published (tail) has been
+// consumed (head). LL and LL128 steps of a FIFO in shared memory publish no tail, so their
+// buffers can never be known idle from here.
+inline bool simpleSlotsIdle(const StepFifoControl* ctrl) {
+  const uint64_t tail = __atomic_load_n(&ctrl->tail, __ATOMIC_ACQUIRE);
+  const uint64_t head = __atomic_load_n(&ctrl->head, __ATOMIC_ACQUIRE);
+  return static_cast<int64_t>(tail - head) <= 0;
+}
+
 enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };
 
 // Sent from the receiver to the sender over the bootstrap.
@@ -62,6 +77,10 @@ class ConnectionResource {
   // Waits until the connection can carry data (NET: connected by the proxy). Memory
   // transports are ready at once.
   virtual ncclResult_t awaitReady(const std::atomic<uint32_t>* /*abortFlag*/) { return ncclSuccess; }
+  // ncclCommSuspend: releases the pages of the slots this side owns and that hold nothing
+  // still to be read (they come back zeroed, as on a fresh connection, at their next use);
+  // nothing when a step still waits or nothing can be known idle. Returns the bytes released.
+  virtual size_t releaseIdleSlots() { return 0; }
 };
 
 class Transport {

@@ -183,9 +183,14 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
          func, static_cast<void*>(comm), comm->rank, static_cast<unsigned long long>(gpuBytes));
     return ncclInvalidUsage;
   }
-  // Work already queued finishes first; the communicator holds no GPU memory to release.
+  // Work already queued finishes first; then the FIFOs' slots go back to the system (they
+  // return, zeroed, at the first use after ncclCommResume).
   if (comm->worker) comm->worker->waitIdle();
   comm->suspended.store(true);
+  int kept = 0;
+  const size_t released = comm->releaseIdleBuffers(&kept);
+  INFO(kSubsysInit, "%s: comm %p rank %d: released %zu bytes of FIFO memory%s", func, static_cast<void*>(comm),
+       comm->rank, released, kept > 0 ? " (connections holding data not yet received keep theirs)" : "");
   return ncclSuccess;
 }
 

@@ -35,6 +35,25 @@ void ncclComm::haltWork(std::atomic<uint32_t>& flag) {
   while (activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+size_t ncclComm::releaseIdleBuffers(int* kept) {
+  size_t released = 0;
+  *kept = 0;
+  auto release = [&](chorus::Connection& c) {
+    if (!c.connected() || c.resource == nullptr) return;
+    const size_t bytes = c.resource->releaseIdleSlots();
+    released += bytes;
+    // A connection whose memory this side owns but which still holds a step keeps it.
+    if (bytes == 0 && !chorus::simpleSlotsIdle(c.end.ctrl)) ++*kept;
+  };
+  for (chorus::Channel& ch : channels) {
+    for (chorus::Connection& c : ch.send) release(c);
+    for (chorus::Connection& c : ch.recv) release(c);
+  }
+  for (chorus::Connection& c : p2pSend) release(c);
+  for (chorus::Connection& c : p2pRecv) release(c);
+  return released;
+}
+
 void ncclComm::breakConnections() {
   // A P2P sender's FIFO is its peer's memory, which a peer in this process may already
   // have freed; its receivers (this rank's memory) still carry the news.

@@ -183,6 +183,11 @@ struct ncclComm {
   // watches, stops its asynchronous work (kernels), and returns once no thread is inside
   // its work any more (within milliseconds: waits poll the flag).
   void haltWork(std::atomic<uint32_t>& flag);
+  // ncclCommSuspend: releases the slot memory of every ring, tree and send/recv connection
+  // that holds nothing still to be read (ConnectionResource::releaseIdleSlots); the
+  // one-sided connections keep theirs (puts may arrive at any time). Returns the bytes
+  // released; `*kept` counts the connections that still held data.
+  size_t releaseIdleBuffers(int* kept);
   // Tells every peer this rank gave up on the communicator (its work failed, or it was
   // aborted): their waits on these connections then fail at once instead of timing out.
   void breakConnections();

@@ -45,6 +45,11 @@ NetConnection::~NetConnection() {
   std::free(memory_);
 }
 
+size_t NetConnection::releaseIdleSlots() {
+  if (!sending_ || memory_ == nullptr || !simpleSlotsIdle(ctrl_)) return 0;  // every protocol publishes tail here
+  return releaseFifoPages(memory_, sizeof(StepFifoControl), bytes_, false);
+}
+
 // A communicator destroyed right after its last call may still have steps in the local
 // FIFO that the peer needs: they go out first (unless the connection broke).
 void NetConnection::drainSends() {
