@@ -79,14 +79,20 @@ bool SocketAddress::assign(const sockaddr* address, socklen_t length) {
 
 // ---- Deadline ----
 
-Deadline::Deadline(int timeoutSeconds, const std::atomic<uint32_t>* abortFlag)
+Deadline::Deadline(int timeoutSeconds, const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag)
     : end_(std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds)),
       timeoutSeconds_(timeoutSeconds),
-      abortFlag_(abortFlag) {}
+      abortFlag_(abortFlag),
+      revokeFlag_(revokeFlag),
+      revokeAtStart_(revokeFlag ? revokeFlag->load(std::memory_order_acquire) : 0) {}
 
 ncclResult_t Deadline::check(const std::string& what) const {
   if (aborted()) {
     WARN("Bootstrap: aborted while waiting for %s", what.c_str());
+    return ncclSystemError;
+  }
+  if (revoked()) {
+    WARN("Bootstrap: the communicator was revoked (ncclCommRevoke) while waiting for %s", what.c_str());
     return ncclSystemError;
   }
   if (expired()) {

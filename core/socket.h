@@ -42,9 +42,16 @@ struct SocketAddress {
 // When a wait gives up: a point in time and an optional abort flag.
 class Deadline {
  public:
-  Deadline(int timeoutSeconds, const std::atomic<uint32_t>* abortFlag);
+  // `revokeFlag` (optional) ends the wait when it changes while the wait goes on: a
+  // communicator revoked then keeps a usable bootstrap for its shrink, yet a wait that was
+  // under way when it was revoked (a connection to a dead peer) stops.
+  Deadline(int timeoutSeconds, const std::atomic<uint32_t>* abortFlag,
+           const std::atomic<uint32_t>* revokeFlag = nullptr);
 
   bool aborted() const { return abortFlag_ != nullptr && abortFlag_->load(std::memory_order_acquire) != 0; }
+  bool revoked() const {
+    return revokeFlag_ != nullptr && revokeFlag_->load(std::memory_order_acquire) != revokeAtStart_;
+  }
   bool expired() const { return std::chrono::steady_clock::now() >= end_; }
   // ncclSuccess while the wait may go on; otherwise WARNs "aborted while waiting for <what>"
   // or "timed out after N s waiting for <what>" and returns ncclSystemError.
@@ -56,6 +63,8 @@ class Deadline {
   std::chrono::steady_clock::time_point end_;
   int timeoutSeconds_;
   const std::atomic<uint32_t>* abortFlag_;
+  const std::atomic<uint32_t>* revokeFlag_;
+  uint32_t revokeAtStart_;
 };
 
 // Waits until `fd` is ready for `events` (POLLIN/POLLOUT), bounded by `deadline`.

@@ -74,9 +74,12 @@ struct ConnectHandle {
 class ConnectionResource {
  public:
   virtual ~ConnectionResource() = default;
-  // Waits until the connection can carry data (NET: connected by the proxy). Memory
-  // transports are ready at once.
-  virtual ncclResult_t awaitReady(const std::atomic<uint32_t>* /*abortFlag*/) { return ncclSuccess; }
+  // Waits until the connection can carry data (NET: connected by the proxy), or until either
+  // flag (either may be null) is set. Memory transports are ready at once.
+  virtual ncclResult_t awaitReady(const std::atomic<uint32_t>* /*abortFlag*/,
+                                  const std::atomic<uint32_t>* /*revokeFlag*/) {
+    return ncclSuccess;
+  }
   // ncclCommSuspend: releases the pages of the slots this side owns and that hold nothing
   // still to be read (they come back zeroed, as on a fresh connection, at their next use);
   // nothing when a step still waits or nothing can be known idle. Returns the bytes released.

@@ -55,11 +55,15 @@ class Bootstrap {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  // The communicator's ncclCommRevoke flag: a wait under way when it is set stops (one
+  // started afterwards, for the shrink that follows a revoke, does not).
+  void watchRevoke(const std::atomic<uint32_t>* revokeFlag) { revokeFlag_ = revokeFlag; }
 
  protected:
   Bootstrap(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
   int rank_;
   int nranks_;
+  const std::atomic<uint32_t>* revokeFlag_ = nullptr;
 };
 
 }  // namespace chorus

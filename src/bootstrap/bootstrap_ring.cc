@@ -20,7 +20,7 @@ RingBootstrap::RingBootstrap(int rank, int nranks, uint64_t secret, const std::a
       peerClosed_(nranks, false) {}
 
 ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional<RootContact>& previous) {
-  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_, revokeFlag_);
   const std::string rootText = root.address.toString();
   INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d listens on %s, root at %s (ranks %d to %d)", rank_, nranks_,
        listener_.address().toString().c_str(), rootText.c_str(), root.block.first,
@@ -290,7 +290,7 @@ ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t siz
     unexpected_[{peer, tag}].emplace_back(bytes, bytes + size);
     return ncclSuccess;
   }
-  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_, revokeFlag_);
   const std::string what = "sending " + std::to_string(size) + " bytes with tag " + std::to_string(tag) + " to rank " +
                            std::to_string(peer) + " at " + peerAddresses_[peer].toString();
   Socket* socket = nullptr;
@@ -305,7 +305,7 @@ ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t siz
 
 ncclResult_t RingBootstrap::recv(int peer, int tag, void* data, size_t size) {
   CHORUS_CHECK(checkPeer(peer, "recv"));
-  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_, revokeFlag_);
   const std::string what = "a message with tag " + std::to_string(tag) + " from rank " + std::to_string(peer);
   for (;;) {
     auto it = unexpected_.find({peer, tag});
@@ -372,7 +372,7 @@ ncclResult_t RingBootstrap::allGather(void* data, size_t bytesPerRank) {
     WARN("Bootstrap allGather: data is null for %zu bytes per rank", bytesPerRank);
     return ncclInvalidArgument;
   }
-  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_);
+  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_, revokeFlag_);
   char* slots = static_cast<char*>(data);
   // Step i passes on the slot received in step i-1 (our own first).
   for (int step = 0; step < nranks_ - 1; ++step) {

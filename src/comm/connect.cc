@@ -29,9 +29,12 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn)
 }
 
 ncclResult_t awaitConnections(ncclComm* comm) {
+  // A revoke while waiting ends the wait; after a revoke (the connections of a shrink's
+  // exchange) only an abort does.
+  const std::atomic<uint32_t>* revoke = comm->revokeFlag.load() == 0 ? &comm->revokeFlag : nullptr;
   ncclResult_t result = ncclSuccess;
   comm->forEachConnection([&](Connection& c) {
-    if (result == ncclSuccess && c.resource) result = c.resource->awaitReady(&comm->abortFlag);
+    if (result == ncclSuccess && c.resource) result = c.resource->awaitReady(&comm->abortFlag, revoke);
   });
   return result;
 }

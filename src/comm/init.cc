@@ -161,6 +161,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   // until another call or work sets its own.
   setLogContext(comm->rank, comm->config.commName.c_str());
   CHORUS_CHECK(Bootstrap::create(ids, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
+  comm->bootstrap->watchRevoke(&comm->revokeFlag);
 
   comm->peers.resize(comm->nranks);
   comm->peers[comm->rank] = localPeerInfo(comm);

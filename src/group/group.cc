@@ -44,6 +44,15 @@ thread_local GroupState tGroup;
 // otherwise recomputes the thread-local address (__tls_get_addr) at every use.
 [[gnu::noinline]] GroupState& currentGroup() { return tGroup; }
 
+// What a blocking communicator's state becomes after one of its set-up jobs returned `r`.
+// A job of the parent's (split, shrink, grow, window registration) that found the ranks
+// disagreeing did so after a complete exchange: the caller gets the error, and the parent,
+// whose bootstrap is intact, stays usable. Any other failure is sticky.
+ncclResult_t stateAfterInit(InitKind kind, ncclResult_t r) {
+  const bool usageError = r == ncclInvalidArgument || r == ncclInvalidUsage;
+  return kind == InitKind::kOfParent && usageError ? ncclSuccess : r;
+}
+
 // Runs the pending ops of blocking communicators from this thread: every communicator's
 // executor stages its calls, then they start together (executor.h).
 ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
@@ -141,7 +150,7 @@ ncclResult_t launchGroup(GroupState& g) {
       nameThisThread("NCCL Init");
       for (size_t j : mine) {
         initResults[j] = g.inits[j].run();
-        comm->asyncResult.store(initResults[j]);
+        comm->asyncResult.store(stateAfterInit(g.inits[j].kind, initResults[j]));
         if (initResults[j] != ncclSuccess) {
           initErrors[j] = lastErrorText();
           break;
@@ -335,7 +344,7 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
     return ncclInProgress;
   }
   ncclResult_t r = init();
-  comm->asyncResult.store(r);
+  comm->asyncResult.store(stateAfterInit(kind, r));
   return r;
 }
 

@@ -449,5 +449,51 @@ TEST(CommRevoke, RefusesCollectivesAndStillSplits) {
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
+// A first send to a silent rank waits for that rank's half of the connection (over the
+// bootstrap, whose timeout is minutes); a revoke from another thread ends it at once, and the
+// revoked communicator can still be shrunk past the silent rank.
+TEST(CommRevoke, EndsAConnectionWaitForASilentRank) {
+  static std::atomic<int> survivorsDone{0};
+  survivorsDone = 0;
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 3, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init");
+    if (rank == 2) {  // silent until the others are done
+      const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+      while (survivorsDone.load() < 2 && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ncclCommAbort(comm);
+      return RankOutcome::pass();
+    }
+    FailureLog log;
+    std::thread revoker([comm, &log] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const auto start = Clock::now();
+      if (ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) != ncclSuccess) log.add("revoke failed");
+      if (std::chrono::duration<double>(Clock::now() - start).count() > 10) log.add("the revoke took over 10 s");
+    });
+    std::vector<int32_t> data(64, rank);
+    const auto start = Clock::now();
+    const ncclResult_t sent = ncclSend(data.data(), data.size(), ncclInt32, 2, comm, nullptr);
+    revoker.join();
+    if (sent == ncclSuccess) log.add("the send to a silent rank succeeded");
+    if (std::chrono::duration<double>(Clock::now() - start).count() > 10) log.add("the send took over 10 s");
+    int excluded[] = {2};
+    ncclComm_t child = nullptr;
+    if (ncclCommShrink(comm, excluded, 1, &child, nullptr, NCCL_SHRINK_DEFAULT) != ncclSuccess || child == nullptr) {
+      log.add("shrinking the revoked communicator failed: " + std::string(ncclGetLastError(comm)));
+    } else {
+      std::vector<int32_t> values(5, rank + 1);
+      if (ncclAllReduce(values.data(), values.data(), 5, ncclInt32, ncclSum, child, nullptr) != ncclSuccess ||
+          values[4] != memberSum({0, 1}))
+        log.add("the shrunk AllReduce gave " + std::to_string(values[4]));
+      ncclCommDestroy(child);
+    }
+    ++survivorsDone;
+    ncclCommDestroy(comm);
+    return log.outcome();
+  }));
+}
+
 }  // namespace
 }  // namespace chorus_test

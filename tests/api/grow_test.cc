@@ -124,7 +124,7 @@ TEST(CommGrow, RefusesBadArguments) {
 }
 
 // Existing ranks that all pass NULL have no id to join by: every one of them is told.
-TEST(CommGrow, NoExistingRankPassedTheId) {
+TEST(CommGrow, NoExistingRankPassedTheIdLeavesTheParentUsable) {
   std::vector<ncclComm_t> pair(2, nullptr);
   ASSERT_EQ(ncclCommInitAll(pair.data(), 2, nullptr), ncclSuccess);
   std::vector<ncclComm_t> grown(2, nullptr);
@@ -133,6 +133,13 @@ TEST(CommGrow, NoExistingRankPassedTheId) {
   EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("no existing rank passed the id"), std::string::npos)
       << ncclGetLastError(nullptr);
+  // The ranks disagreed after a complete exchange: the parent is still usable.
+  std::vector<std::vector<int32_t>> in = {{1}, {2}}, out = {{0}, {0}};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) ncclAllReduce(in[r].data(), out[r].data(), 1, ncclInt32, ncclSum, pair[r], nullptr);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(pair[0]);
+  EXPECT_EQ(out[0][0], 3);
+  EXPECT_EQ(out[1][0], 3);
   for (ncclComm_t c : grown) ncclCommDestroy(c);
   for (ncclComm_t c : pair) ncclCommDestroy(c);
 }

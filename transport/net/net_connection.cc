@@ -207,7 +207,8 @@ void NetConnection::closeComms() {
   listenComm_ = nullptr;
 }
 
-ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag) {
+ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag,
+                                       const std::atomic<uint32_t>* revokeFlag) {
   const auto start = std::chrono::steady_clock::now();
   for (unsigned round = 0;; ++round) {
     const State state = state_.load(std::memory_order_acquire);
@@ -220,6 +221,11 @@ ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag) {
       return ncclRemoteError;
     }
     if (abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed)) return ncclSystemError;
+    if (revokeFlag != nullptr && revokeFlag->load(std::memory_order_relaxed)) {
+      WARN("NET/%s : the communicator was revoked while the connection %s rank %d was being established", net_.name(),
+           sending_ ? "to" : "from", peer_);
+      return ncclSystemError;
+    }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > kConnectTimeoutSec) {
       WARN("NET/%s : the connection %s rank %d was not established within %.0f s", net_.name(),

@@ -41,7 +41,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   void start();
 
   bool progress() override;
-  ncclResult_t awaitReady(const std::atomic<uint32_t>* abortFlag) override;
+  ncclResult_t awaitReady(const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag) override;
   // The sender's staging slots once every step has gone out; never the receiver's, into
   // which the proxy may be receiving the peer's next step at any time.
   size_t releaseIdleSlots() override;
