@@ -84,6 +84,9 @@ class ConnectionResource {
   // still to be read (they come back zeroed, as on a fresh connection, at their next use);
   // nothing when a step still waits or nothing can be known idle. Returns the bytes released.
   virtual size_t releaseIdleSlots() { return 0; }
+  // Whether the memory is shared with the peer's end in this process (P2P) and lives until
+  // both ends have gone, rather than being this end's alone.
+  virtual bool jointlyOwned() const { return false; }
 };
 
 class Transport {

@@ -35,6 +35,7 @@ struct ExecContext {
   static constexpr int kDefaultSpins = 256;
   static constexpr int kOversubscribedSpins = 4;
   std::atomic<int> result{ncclSuccess};  // first failure wins
+  std::atomic<bool> peersTold{false};    // the failure was marked on every connection (lane_runner.cc)
 
   void setError(ncclResult_t r) {
     int expected = ncclSuccess;

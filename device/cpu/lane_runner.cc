@@ -21,6 +21,35 @@ void runWorkItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const Wo
   }
 }
 
+void markBroken(FifoEnd* end) {
+  if (end == nullptr || end->ctrl == nullptr) return;
+  uint32_t expected = 0;  // keep the first cause
+  __atomic_compare_exchange_n(&end->ctrl->broken, &expected, static_cast<uint32_t>(kBrokenByPeer), false,
+                              __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+// A failed run tells every peer of its communicator at once, on every connection its lanes
+// see: a peer waiting for it (in another process, or a lane of another communicator on this
+// very thread, which would otherwise keep the launch from ending) fails now, not at its
+// timeout.
+void breakEveryEnd(const CommView& view) {
+  for (int c = 0; c < view.nChannels; ++c) {
+    const ChannelView& ch = view.channels[c];
+    markBroken(ch.ringRecv);
+    markBroken(ch.ringSend);
+    markBroken(ch.tree.sendUp);
+    markBroken(ch.tree.recvDown);
+    for (int i = 0; i < kMaxPeers; ++i) {
+      markBroken(ch.tree.recvUp[i]);
+      markBroken(ch.tree.sendDown[i]);
+    }
+  }
+  for (int p = 0; p < view.nranks; ++p) {
+    if (view.p2pSend) markBroken(view.p2pSend[p]);
+    if (view.p2pRecv) markBroken(view.p2pRecv[p]);
+  }
+}
+
 // One fiber's whole life: the lane's items in order, until one fails.
 void runLaneToEnd(const HostLane& host) {
   const Lane& lane = *host.lane;
@@ -30,6 +59,7 @@ void runLaneToEnd(const HostLane& host) {
     if (host.ctx->failed()) break;
     runWorkItem(exec, *host.ctx, *lane.comm, w);
   }
+  if (host.ctx->failed() && !host.ctx->peersTold.exchange(true)) breakEveryEnd(*lane.comm);
 }
 
 }  // namespace

@@ -37,14 +37,31 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId>
   comm->cudaDev = cudaDev;
   comm->config = parsed;
   ncclComm* raw = comm.get();
+  {
+    // Counted before the handle is published: another thread may abort it from then on
+    // (ncclComm::abandoned), and this thread frees it if so.
+    std::lock_guard<std::mutex> lock(commLifecycleMutex());
+    ++raw->initThreads;
+  }
   *newcomm = raw;
   ncclResult_t r = enqueueInit(raw, [raw, ids = std::move(ids)] { return initCommunicator(raw, ids); });
-  if (r != ncclSuccess && r != ncclInProgress) {
-    *newcomm = nullptr;
-    return r;  // `comm` is freed here: a blocking init failed
+  {
+    std::lock_guard<std::mutex> lock(commLifecycleMutex());
+    --raw->initThreads;
+    if (raw->abandoned && (r == ncclSuccess || r == ncclInProgress)) {
+      WARN("%s: communicator %p (rank %d) was aborted (ncclCommAbort) before its set-up finished", func,
+           static_cast<void*>(raw), rank);
+      r = ncclSystemError;
+    }
+    if (r == ncclSuccess || r == ncclInProgress) {
+      comm.release();
+      return r;
+    }
+    unregisterComm(raw);  // from here on an abort on another thread finds it gone
   }
-  comm.release();
-  return r;
+  *newcomm = nullptr;
+  groupForget(raw);  // a set-up still queued in this thread's group goes with it
+  return r;          // `comm` is freed here: the set-up failed or was aborted
 }
 
 }  // namespace
@@ -146,6 +163,23 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm) {
 ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
   CHORUS_CHECK(checkComm(comm, "ncclCommDestroy"));
+  if (groupHolds(comm)) {
+    WARN(
+        "ncclCommDestroy: invalid usage: communicator %p (rank %d) has calls queued in this thread's open group; "
+        "end the group first (ncclGroupEnd), or abort it (ncclCommAbort drops them)",
+        static_cast<void*>(comm), comm->rank);
+    return ncclInvalidUsage;
+  }
+  {
+    std::lock_guard<std::mutex> lock(commLifecycleMutex());
+    if (comm->initThreads > 0) {
+      WARN(
+          "ncclCommDestroy: invalid usage: communicator %p (rank %d) is still being set up on another thread; abort "
+          "it (ncclCommAbort) to stop the set-up",
+          static_cast<void*>(comm), comm->rank);
+      return ncclInvalidUsage;
+    }
+  }
   if (comm->worker) comm->worker->waitIdle();
   INFO(kSubsysInit, "comm %p rank %d nRanks %d - Destroy COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
   delete comm;
@@ -155,6 +189,28 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
 ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
   CHORUS_CHECK(checkComm(comm, "ncclCommAbort"));
+  groupForget(comm);  // calls queued in this thread's open group are dropped
+  {
+    std::lock_guard<std::mutex> lock(commLifecycleMutex());
+    if (!isLiveComm(comm)) {  // its failed set-up freed it meanwhile (initRank)
+      WARN("ncclCommAbort: invalid argument: communicator %p is gone (its set-up failed)", static_cast<void*>(comm));
+      return ncclInvalidArgument;
+    }
+    if (comm->initThreads > 0) {
+      // Its set-up runs on another thread, which sees the flag, stops, and frees it.
+      comm->abandoned = true;
+      comm->abortFlag.store(1);
+      INFO(kSubsysInit, "comm %p rank %d nRanks %d - Abort during set-up: freed by its set-up's thread",
+           static_cast<void*>(comm), comm->rank, comm->nranks);
+      return ncclSuccess;
+    }
+    if (comm->claimedByAbort) {
+      WARN("ncclCommAbort: invalid usage: communicator %p (rank %d) is already being aborted by another thread",
+           static_cast<void*>(comm), comm->rank);
+      return ncclInvalidUsage;
+    }
+    comm->claimedByAbort = true;
+  }
   comm->haltWork(comm->abortFlag);  // the memory stays until every thread has left its work
   INFO(kSubsysInit, "comm %p rank %d nRanks %d - Abort COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
   delete comm;  // the worker sees the flag, stops waiting, and is joined

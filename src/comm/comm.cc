@@ -55,8 +55,8 @@ size_t ncclComm::releaseIdleBuffers(int* kept) {
 }
 
 void ncclComm::breakConnections() {
-  // A P2P sender's FIFO is its peer's memory, which a peer in this process may already
-  // have freed; its receivers (this rank's memory) still carry the news.
+  // Send ends too: every end holds its FIFO's memory (a P2P sender shares its peer's), so a
+  // peer waiting on either direction learns of it at once.
   forEachConnection([](chorus::Connection& c) {
     if (!c.connected() || c.resource == nullptr) return;
     uint32_t expected = 0;  // keep the first cause
@@ -122,6 +122,11 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
 }
 
 }  // namespace
+
+std::mutex& commLifecycleMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
 
 void registerComm(ncclComm* comm) {
   std::lock_guard<std::mutex> lock(gRegistryMutex);

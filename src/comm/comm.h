@@ -107,6 +107,15 @@ struct ncclComm {
   std::atomic<bool> suspended{false};   // ncclCommSuspend: no work runs until ncclCommResume
   int shrinks = 0;                      // ncclCommShrink calls so far (tells their messages apart)
   std::atomic<int> activeRuns{0};       // threads running this comm's work now (abort waits for them)
+  // Who frees the communicator when ncclCommAbort meets its set-up (guarded by
+  // chorus::commLifecycleMutex()): while a set-up is under way (initThreads: from before
+  // ncclCommInitRank* publishes the handle until it returns, and on a group's set-up thread),
+  // an abort only sets the flag and marks it `abandoned`, and the set-up's thread frees it. A
+  // failed set-up unregisters it under the mutex first, so a late abort finds it gone.
+  // `claimedByAbort`: an abort is under way (a second one is refused).
+  int initThreads = 0;
+  bool abandoned = false;
+  bool claimedByAbort = false;
   // ncclSuccess, ncclInProgress while init or async work runs, or the sticky error.
   std::atomic<int> asyncResult{ncclSuccess};
   std::mutex asyncMutex;  // orders asyncResult updates with asyncJobs
@@ -194,6 +203,9 @@ struct ncclComm {
 };
 
 namespace chorus {
+
+// Orders ncclCommAbort with a communicator's set-up on another thread (ncclComm::abandoned).
+std::mutex& commLifecycleMutex();
 
 // Live communicators, so that a destroyed handle is recognised rather than used.
 void registerComm(ncclComm* comm);

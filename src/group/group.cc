@@ -53,6 +53,35 @@ ncclResult_t stateAfterInit(InitKind kind, ncclResult_t r) {
   return kind == InitKind::kOfParent && usageError ? ncclSuccess : r;
 }
 
+// Runs a job of `comm` on this thread and stores its outcome in the communicator's state.
+// A communicator's own set-up is counted while it runs: an abort from another thread then
+// leaves the communicator to this thread (ncclCommAbort), which reports the set-up failed.
+// A job of the parent's (split, shrink, grow, window registration) counts as the parent's
+// work, which an abort waits for (haltWork); it ends early on the abort flag.
+ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclResult_t()>& job) {
+  if (kind == InitKind::kOfParent) {
+    comm->activeRuns.fetch_add(1);
+    const ncclResult_t r = job();
+    comm->asyncResult.store(stateAfterInit(kind, r));
+    comm->activeRuns.fetch_sub(1);  // last: an abort may free the communicator from here on
+    return r;
+  }
+  {
+    std::lock_guard<std::mutex> lock(commLifecycleMutex());
+    ++comm->initThreads;
+  }
+  ncclResult_t r = job();
+  std::lock_guard<std::mutex> lock(commLifecycleMutex());
+  --comm->initThreads;
+  if (comm->abandoned && r == ncclSuccess) {
+    WARN("Communicator %p (rank %d) was aborted (ncclCommAbort) while it was being set up", static_cast<void*>(comm),
+         comm->rank);
+    r = ncclSystemError;
+  }
+  comm->asyncResult.store(r);
+  return r;
+}
+
 // Runs the pending ops of blocking communicators from this thread: every communicator's
 // executor stages its calls, then they start together (executor.h).
 ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
@@ -149,8 +178,7 @@ ncclResult_t launchGroup(GroupState& g) {
     threads.emplace_back([&, mine, comm] {
       nameThisThread("NCCL Init");
       for (size_t j : mine) {
-        initResults[j] = g.inits[j].run();
-        comm->asyncResult.store(stateAfterInit(g.inits[j].kind, initResults[j]));
+        initResults[j] = runInitJob(comm, g.inits[j].kind, g.inits[j].run);
         if (initResults[j] != ncclSuccess) {
           initErrors[j] = lastErrorText();
           break;
@@ -163,6 +191,16 @@ ncclResult_t launchGroup(GroupState& g) {
     if (initResults[j] == ncclSuccess || result != ncclSuccess) continue;
     result = initResults[j];
     if (!initErrors[j].empty()) setThreadLastError(initErrors[j].c_str());
+  }
+  // Communicators aborted during their set-up were left to this thread to free.
+  for (const InitJob& job : g.inits) {
+    if (job.kind != InitKind::kOwn || !job.comm->config.blocking || !job.comm->abandoned) continue;
+    std::erase(g.comms, job.comm);
+    {
+      std::lock_guard<std::mutex> lock(commLifecycleMutex());
+      unregisterComm(job.comm);
+    }
+    delete job.comm;
   }
   g.inits.clear();
   if (const ncclResult_t r = runRmaJobs(g.rmaBefore, &inProgress); result == ncclSuccess) result = r;
@@ -343,9 +381,7 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
     submitAsync(comm, std::move(init));
     return ncclInProgress;
   }
-  ncclResult_t r = init();
-  comm->asyncResult.store(stateAfterInit(kind, r));
-  return r;
+  return runInitJob(comm, kind, init);
 }
 
 ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult_t()> job) {
@@ -357,6 +393,25 @@ ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult
   (phase == RmaPhase::kBeforeCollectives ? g.rmaBefore : g.rmaAfter).push_back(RmaJob{comm, std::move(job)});
   if (g.depth > 0) return ncclSuccess;
   return launchGroup(g);
+}
+
+bool groupHolds(const ncclComm* comm) {
+  const GroupState& g = currentGroup();
+  auto ofComm = [comm](const auto& job) { return job.comm == comm; };
+  return std::find(g.comms.begin(), g.comms.end(), comm) != g.comms.end() ||
+         std::any_of(g.inits.begin(), g.inits.end(), ofComm) ||
+         std::any_of(g.rmaBefore.begin(), g.rmaBefore.end(), ofComm) ||
+         std::any_of(g.rmaAfter.begin(), g.rmaAfter.end(), ofComm);
+}
+
+void groupForget(ncclComm* comm) {
+  GroupState& g = currentGroup();
+  auto ofComm = [comm](const auto& job) { return job.comm == comm; };
+  std::erase(g.comms, comm);
+  comm->pending.clear();
+  std::erase_if(g.inits, ofComm);
+  std::erase_if(g.rmaBefore, ofComm);
+  std::erase_if(g.rmaAfter, ofComm);
 }
 
 void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job) {

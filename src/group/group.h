@@ -52,6 +52,12 @@ inline ncclResult_t groupRecorded(ncclResult_t result) {
   return result;
 }
 
+// Whether this thread's open group holds work of `comm`: calls, a set-up or other job of
+// its own, one-sided calls (ncclCommDestroy refuses such a communicator).
+bool groupHolds(const ncclComm* comm);
+// Drops what this thread's open group holds of `comm` (ncclCommAbort).
+void groupForget(ncclComm* comm);
+
 // Runs a non-blocking communicator's job on its worker, tracking asyncResult.
 void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job);
 

@@ -125,8 +125,9 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
       result = ncclUnhandledCudaError;
       return;
     }
-    // A P2P sender's FIFO is its peer's memory (no resource here); the rest is this rank's.
-    registered_.push_back(Registered{base, c.resource != nullptr});
+    // P2P memory is shared with a peer of this process and lives until both ends have gone
+    // (counted registrations); the rest is this rank's alone.
+    registered_.push_back(Registered{base, c.resource != nullptr && !c.resource->jointlyOwned()});
   });
   if (result != ncclSuccess) return result;
   FifoAddressMap map = [](void* host) { return HostRegistry::instance().devicePointer(host); };

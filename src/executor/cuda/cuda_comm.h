@@ -74,7 +74,7 @@ class CudaComm final : public GpuComm {
   uint32_t* abortDevice_ = nullptr;
   struct Registered {
     void* base;  // FIFO memory, by start (HostRegistry)
-    bool owned;  // this rank's memory (freed with its connections), not a P2P peer's
+    bool owned;  // this rank's memory alone (freed with its connections), not P2P memory shared with a peer
   };
   std::vector<Registered> registered_;
   std::vector<Staging> staging_;
