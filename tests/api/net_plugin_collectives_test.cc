@@ -1,5 +1,5 @@
 // Collectives through an external net plugin, loaded as NCCL loads one: the test plugins
-// of tests/plugins (SocketNet behind NCCL's ncclNet_v8 and v10 tables), chosen with
+// of tests/plugins (SocketNet behind NCCL's ncclNet_v8, v10 and v11 tables), chosen with
 // NCCL_NET_PLUGIN, ranks as processes with P2P and SHM disabled so that every connection
 // goes through the plugin. Checks results (the collective matrix's AllReduce and
 // AllGather slices, send/recv) and that the INFO lines name the plugin's net.
@@ -57,7 +57,8 @@ TEST_P(NetPluginCollectivesTest, CollectivesMatchTheReferenceThroughThePlugin) {
 
 INSTANTIATE_TEST_SUITE_P(Abi, NetPluginCollectivesTest,
                          testing::Values(PluginCase{"libnccl-net-chorustest.so", "chorustest-v8"},
-                                         PluginCase{"libnccl-net-chorustest10.so", "chorustest-v10"}),
+                                         PluginCase{"libnccl-net-chorustest10.so", "chorustest-v10"},
+                                         PluginCase{"libnccl-net-chorustest11.so", "chorustest-v11"}),
                          [](const testing::TestParamInfo<PluginCase>& info) {
                            return std::string(info.param.netName).substr(std::string("chorustest-").size());
                          });

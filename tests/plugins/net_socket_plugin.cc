@@ -1,9 +1,14 @@
-// A test net plugin: NCCL's plugin ABI over Chorus' SocketNet, exported as
-// ncclNetPlugin_v8, or as ncclNetPlugin_v10 when built with CHORUS_TEST_NET_PLUGIN_V10.
-// It lets the loader and NetPluginAdapter be tested through a real dlopen'ed library.
+// A test net plugin: NCCL's plugin ABI over Chorus' SocketNet, exported as ncclNetPlugin_v8,
+// or as ncclNetPlugin_v10 and/or _v11 when built with CHORUS_TEST_NET_PLUGIN_V10 and/or _V11
+// (the v11 library has both, as real plugins do, so the loader must prefer the newest). It
+// lets the loader and NetPluginAdapter be tested through a real dlopen'ed library.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <climits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/debug.h"
@@ -59,6 +64,7 @@ ncclResult_t pluginGetProperties(int dev, Props* props) {
   props->latency = stored->latency;
   props->maxComms = stored->maxComms;
   props->maxRecvs = stored->maxRecvs;
+  if constexpr (requires { props->maxMultiRequestSize; }) props->maxMultiRequestSize = 1;  // v11: no multi-requests
   properties[dev] = std::move(stored);
   return ncclSuccess;
 }
@@ -113,7 +119,7 @@ ncclResult_t pluginCloseSend(void* comm) { return net->closeSend(static_cast<cho
 ncclResult_t pluginCloseRecv(void* comm) { return net->closeRecv(static_cast<chorus::NetRecvComm*>(comm)); }
 ncclResult_t pluginCloseListen(void* comm) { return net->closeListen(static_cast<chorus::NetListenComm*>(comm)); }
 
-#ifdef CHORUS_TEST_NET_PLUGIN_V10
+#if defined(CHORUS_TEST_NET_PLUGIN_V10) || defined(CHORUS_TEST_NET_PLUGIN_V11)
 ncclResult_t pluginIrecvWide(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                              void** request) {
   constexpr int kMaxRecvs = 8;
@@ -126,14 +132,12 @@ ncclResult_t pluginIrecvWide(void* recvComm, int n, void** data, size_t* sizes, 
   return pluginIrecv(recvComm, n, data, narrow, tags, mhandles, request);
 }
 
-ncclResult_t pluginInitV10(ncclDebugLogger_t logFunction, ncclProfilerCallback_t) { return pluginInit(logFunction); }
-
-ncclResult_t pluginConnectV10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
-                              ncclNetDeviceHandle_v10_t** sendDevComm) {
-  if (config == nullptr) return ncclInvalidArgument;
+// The host's traffic class (NCCL_NET_TRAFFIC_CLASS_UNDEF: none) goes on to the socket net.
+ncclResult_t pluginConnectWithClass(int dev, int trafficClass, void* handle, void** sendComm,
+                                    ncclNetDeviceHandle_v10_t** sendDevComm) {
   if (sendDevComm != nullptr && *sendDevComm != nullptr) return ncclInvalidArgument;  // no device offload
-  chorus::NetCommConfig commConfig;  // the host's traffic class goes on to the socket net
-  if (config->trafficClass != NCCL_NET_TRAFFIC_CLASS_UNDEF) commConfig.trafficClass = config->trafficClass;
+  chorus::NetCommConfig commConfig;
+  if (trafficClass != NCCL_NET_TRAFFIC_CLASS_UNDEF) commConfig.trafficClass = trafficClass;
   return net->connect(dev, commConfig, handle, reinterpret_cast<chorus::NetSendComm**>(sendComm));
 }
 
@@ -146,7 +150,78 @@ ncclResult_t pluginIrecvV10(void* recvComm, int n, void** data, size_t* sizes, i
   if (phandles == nullptr) return ncclInvalidArgument;  // NCCL always passes the array
   return pluginIrecvWide(recvComm, n, data, sizes, tags, mhandles, request);
 }
-#else
+#endif
+
+#ifdef CHORUS_TEST_NET_PLUGIN_V10
+ncclResult_t pluginInitV10(ncclDebugLogger_t logFunction, ncclProfilerCallback_t) { return pluginInit(logFunction); }
+
+ncclResult_t pluginConnectV10(int dev, ncclNetCommConfig_v10_t* config, void* handle, void** sendComm,
+                              ncclNetDeviceHandle_v10_t** sendDevComm) {
+  if (config == nullptr) return ncclInvalidArgument;
+  return pluginConnectWithClass(dev, config->trafficClass, handle, sendComm, sendDevComm);
+}
+#endif
+
+#ifdef CHORUS_TEST_NET_PLUGIN_V11
+// What init makes for a communicator. Each holds a file descriptor so that a context the host
+// never finalizes shows as a leaked descriptor; calls with a context init did not make fail.
+struct PluginContext {
+  PluginContext(int trafficClass, int fd) : trafficClass(trafficClass), fd(fd) {}
+  ~PluginContext() { close(fd); }
+  PluginContext(const PluginContext&) = delete;
+  PluginContext& operator=(const PluginContext&) = delete;
+  const int trafficClass;
+  const int fd;
+};
+std::mutex contextMutex;
+// Never destroyed, like `net`: only finalize releases a context, even when the library is unloaded.
+auto& liveContexts = *new std::map<void*, std::unique_ptr<PluginContext>>();
+
+// The context `ctx` names, or null when init did not make it (or finalize has released it).
+PluginContext* liveContext(void* ctx) {
+  std::lock_guard<std::mutex> lock(contextMutex);
+  auto found = liveContexts.find(ctx);
+  return found != liveContexts.end() ? found->second.get() : nullptr;
+}
+
+ncclResult_t pluginInitV11(void** ctx, uint64_t, ncclNetCommConfig_v11_t* config, ncclDebugLogger_t logFunction,
+                           ncclProfilerCallback_t) {
+  if (ctx == nullptr || config == nullptr) return ncclInvalidArgument;
+  ncclResult_t result = pluginInit(logFunction);
+  if (result != ncclSuccess) return result;
+  const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ncclSystemError;
+  auto context = std::make_unique<PluginContext>(config->trafficClass, fd);
+  std::lock_guard<std::mutex> lock(contextMutex);
+  *ctx = context.get();
+  liveContexts.emplace(context.get(), std::move(context));
+  return ncclSuccess;
+}
+
+ncclResult_t pluginFinalizeV11(void* ctx) {
+  std::lock_guard<std::mutex> lock(contextMutex);
+  return liveContexts.erase(ctx) == 1 ? ncclSuccess : ncclInvalidArgument;
+}
+
+ncclResult_t pluginListenV11(void* ctx, int dev, void* handle, void** listenComm) {
+  if (liveContext(ctx) == nullptr) return ncclInvalidArgument;
+  return pluginListen(dev, handle, listenComm);
+}
+
+// The traffic class comes from the context's init, as v11 has it.
+ncclResult_t pluginConnectV11(void* ctx, int dev, void* handle, void** sendComm,
+                              ncclNetDeviceHandle_v11_t** sendDevComm) {
+  const PluginContext* context = liveContext(ctx);
+  if (context == nullptr) return ncclInvalidArgument;
+  return pluginConnectWithClass(dev, context->trafficClass, handle, sendComm, sendDevComm);
+}
+
+ncclResult_t pluginSetNetAttrV11(void* ctx, ncclNetAttr_v11_t* netAttr) {
+  return liveContext(ctx) != nullptr && netAttr != nullptr ? ncclSuccess : ncclInvalidArgument;  // hints only
+}
+#endif
+
+#if !defined(CHORUS_TEST_NET_PLUGIN_V10) && !defined(CHORUS_TEST_NET_PLUGIN_V11)
 ncclResult_t pluginIsendV8(void* sendComm, void* data, int size, int tag, void* mhandle, void** request) {
   if (size < 0) return ncclInvalidArgument;
   return pluginIsend(sendComm, data, static_cast<size_t>(size), tag, mhandle, request);
@@ -178,7 +253,36 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlu
     .irecvConsumed = nullptr,
     .makeVDevice = nullptr,
 };
-#else
+#endif
+
+#ifdef CHORUS_TEST_NET_PLUGIN_V11
+extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlugin_v11 = {
+    .name = "chorustest-v11",
+    .init = pluginInitV11,
+    .devices = pluginDevices,
+    .getProperties = pluginGetProperties<ncclNetProperties_v11_t>,
+    .listen = pluginListenV11,
+    .connect = pluginConnectV11,
+    .accept = pluginAccept,
+    .regMr = pluginRegMr,
+    .regMrDmaBuf = nullptr,
+    .deregMr = pluginDeregMr,
+    .isend = pluginIsendV10,
+    .irecv = pluginIrecvV10,
+    .iflush = pluginIflush,
+    .test = pluginTest,
+    .closeSend = pluginCloseSend,
+    .closeRecv = pluginCloseRecv,
+    .closeListen = pluginCloseListen,
+    .getDeviceMr = nullptr,
+    .irecvConsumed = nullptr,
+    .makeVDevice = nullptr,
+    .finalize = pluginFinalizeV11,
+    .setNetAttr = pluginSetNetAttrV11,
+};
+#endif
+
+#if !defined(CHORUS_TEST_NET_PLUGIN_V10) && !defined(CHORUS_TEST_NET_PLUGIN_V11)
 extern "C" __attribute__((visibility("default"))) const ncclNet_v8_t ncclNetPlugin_v8 = {
     .name = "chorustest-v8",
     .init = pluginInit,

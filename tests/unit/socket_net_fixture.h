@@ -2,7 +2,10 @@
 // fixture that pins the socket settings for each test.
 #pragma once
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
@@ -58,6 +61,30 @@ inline int openFdCount() {
   return count;
 }
 
+// TCP sockets of this process whose traffic class (IP_TOS or IPV6_TCLASS) is `trafficClass`
+// (tests/api/net_config_test.cc counts them the same way through the public API).
+inline int socketsWithTrafficClass(int trafficClass) {
+  int found = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (dirent* entry = readdir(dir)) {
+    const int fd = atoi(entry->d_name);
+    int type = 0;
+    socklen_t length = sizeof(type);
+    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) continue;
+    int value = -1;
+    length = sizeof(value);
+    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &value, &length) == 0 && value == trafficClass) {
+      ++found;
+      continue;
+    }
+    length = sizeof(value);
+    if (getsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &value, &length) == 0 && value == trafficClass) ++found;
+  }
+  closedir(dir);
+  return found;
+}
+
 // A byte pattern that differs at every offset of a message and between messages.
 inline std::vector<char> pattern(size_t size, uint32_t seed) {
   std::vector<char> bytes(size);
@@ -83,15 +110,16 @@ struct Connection {
   Handle handle{};
 };
 
-// Listens, then calls connect and accept alternately from this thread until both give a comm.
-inline void connectPair(Net& net, Connection* c) {
+// Listens, then calls connect (with `config`) and accept alternately from this thread until
+// both give a comm.
+inline void connectPair(Net& net, Connection* c, const NetCommConfig& config = {}) {
   ASSERT_EQ(net.listen(0, c->handle.data(), &c->listen), ncclSuccess);
   ASSERT_NE(c->listen, nullptr);
   Handle peerHandle = c->handle;  // what the sender gets out of band
   auto deadline = Clock::now() + std::chrono::seconds(5);
   while ((c->send == nullptr || c->recv == nullptr) && Clock::now() < deadline) {
     if (c->send == nullptr) {
-      ASSERT_EQ(net.connect(0, peerHandle.data(), &c->send), ncclSuccess);
+      ASSERT_EQ(net.connect(0, config, peerHandle.data(), &c->send), ncclSuccess);
     }
     if (c->recv == nullptr) {
       ASSERT_EQ(net.accept(c->listen, &c->recv), ncclSuccess);

@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -15,8 +16,8 @@
 namespace chorus {
 namespace {
 
-// v10's profiler callback: Chorus emits no network-defined profiler events (src/profiler/profiler.h
-// says which it emits), so they are accepted and dropped.
+// The profiler callback of v10 and v11: Chorus emits no network-defined profiler events
+// (src/profiler/profiler.h says which it emits), so they are accepted and dropped.
 ncclResult_t pluginProfilerCallback(void** eHandle, int, void*, int64_t, void*) {
   if (eHandle != nullptr) *eHandle = nullptr;
   return ncclSuccess;
@@ -26,13 +27,30 @@ ncclResult_t pluginProfilerCallback(void** eHandle, int, void*, int64_t, void*) 
 constexpr int kMaxGroupedRecvs = 8;
 
 template <typename Table>
-constexpr int tableVersion() {
-  if constexpr (std::is_same_v<Table, ncclNet_v10_t>) return 10;
-  if constexpr (std::is_same_v<Table, ncclNet_v9_t>) return 9;
-  return 8;
+constexpr int kTableVersion = std::is_same_v<Table, ncclNet_v11_t>   ? 11
+                              : std::is_same_v<Table, ncclNet_v10_t> ? 10
+                              : std::is_same_v<Table, ncclNet_v9_t>  ? 9
+                                                                     : 8;
+
+// The properties struct a table's getProperties fills.
+template <typename GetProperties>
+struct PropertiesArgument;
+template <typename Properties>
+struct PropertiesArgument<ncclResult_t (*)(int, Properties*)> {
+  using type = Properties;
+};
+template <typename Table>
+using PropertiesOf = typename PropertiesArgument<decltype(Table::getProperties)>::type;
+
+template <typename Table>
+constexpr bool isV11 = std::is_same_v<Table, ncclNet_v11_t>;
+
+int tableVersion(const NetPluginTable& table) {
+  return std::visit([](const auto* t) { return kTableVersion<std::decay_t<decltype(*t)>>; }, table);
 }
 
-// The calls Chorus makes; a table lacking one is refused. iflush may be null (nothing to flush).
+// The calls Chorus makes; a table lacking one is refused. iflush may be null (nothing to flush),
+// and so may v11's setNetAttr (never called).
 template <typename Table>
 const char* missingCall(const Table& t) {
   if (t.name == nullptr) return "name";
@@ -50,7 +68,19 @@ const char* missingCall(const Table& t) {
   if (t.closeSend == nullptr) return "closeSend";
   if (t.closeRecv == nullptr) return "closeRecv";
   if (t.closeListen == nullptr) return "closeListen";
+  if constexpr (isV11<Table>) {
+    if (t.finalize == nullptr) return "finalize";
+  }
   return nullptr;
+}
+
+// The newest table `library` exports, if any.
+std::optional<NetPluginTable> findTable(void* library) {
+  if (void* t = dlsym(library, NCCL_NET_PLUGIN_SYMBOL_V11)) return NetPluginTable(static_cast<const ncclNet_v11_t*>(t));
+  if (void* t = dlsym(library, NCCL_NET_PLUGIN_SYMBOL_V10)) return NetPluginTable(static_cast<const ncclNet_v10_t*>(t));
+  if (void* t = dlsym(library, NCCL_NET_PLUGIN_SYMBOL_V9)) return NetPluginTable(static_cast<const ncclNet_v9_t*>(t));
+  if (void* t = dlsym(library, NCCL_NET_PLUGIN_SYMBOL_V8)) return NetPluginTable(static_cast<const ncclNet_v8_t*>(t));
+  return std::nullopt;
 }
 
 }  // namespace
@@ -62,11 +92,9 @@ void DlHandleCloser::operator()(void* handle) const {
   }
 }
 
-NetPluginAdapter::NetPluginAdapter(DlHandle library, std::string path, const ncclNet_v8_t* v8, const ncclNet_v9_t* v9,
-                                   const ncclNet_v10_t* v10)
-    : library_(std::move(library)), path_(std::move(path)), v8_(v8), v9_(v9), v10_(v10) {
-  version_ = v10_ != nullptr ? 10 : v9_ != nullptr ? 9 : 8;
-  const char* tableName = v10_ != nullptr ? v10_->name : v9_ != nullptr ? v9_->name : v8_->name;
+NetPluginAdapter::NetPluginAdapter(DlHandle library, std::string path, NetPluginTable table)
+    : library_(std::move(library)), path_(std::move(path)), table_(table), version_(tableVersion(table)) {
+  const char* tableName = std::visit([](const auto* t) { return t->name; }, table_);
   name_ = tableName != nullptr ? tableName : "";
 }
 
@@ -79,6 +107,11 @@ NetPluginAdapter::~NetPluginAdapter() {
   for (void* comm : sendComms_) checked("closeSend", call([&](const auto& t) { return t.closeSend(comm); }));
   for (void* comm : recvComms_) checked("closeRecv", call([&](const auto& t) { return t.closeRecv(comm); }));
   for (void* comm : listenComms_) checked("closeListen", call([&](const auto& t) { return t.closeListen(comm); }));
+  // A context outlives the comms made with it.
+  std::lock_guard<std::mutex> contextLock(contextMutex_);
+  if (const auto* v11 = std::get_if<const ncclNet_v11_t*>(&table_)) {
+    for (const auto& [trafficClass, context] : contexts_) checked("finalize", (*v11)->finalize(context));
+  }
   // library_ is the first member, so it is closed after this body, once no comm is left.
 }
 
@@ -121,10 +154,39 @@ ncclResult_t NetPluginAdapter::checkOpen(const char* what, const std::unordered_
   return ncclSuccess;
 }
 
+ncclResult_t NetPluginAdapter::contextFor(int trafficClass, void** context) {
+  *context = nullptr;
+  const auto* table = std::get_if<const ncclNet_v11_t*>(&table_);
+  if (table == nullptr) return ncclSuccess;  // older ABIs have no contexts
+  std::lock_guard<std::mutex> lock(contextMutex_);
+  auto found = contexts_.find(trafficClass);
+  if (found != contexts_.end()) {
+    *context = found->second;
+    return ncclSuccess;
+  }
+  ncclNetCommConfig_v11_t config{trafficClass == kNetTrafficClassUndef ? NCCL_NET_TRAFFIC_CLASS_UNDEF : trafficClass};
+  // NCCL passes the communicator's hash; a context here serves every communicator of its
+  // traffic class, so it gets its own number instead (the first one 0).
+  const uint64_t contextId = contexts_.size();
+  void* made = nullptr;
+  CHORUS_CHECK(
+      checked("init", (*table)->init(&made, contextId, &config, &pluginLogger<kSubsysNet>, &pluginProfilerCallback)));
+  contexts_.emplace(trafficClass, made);
+  INFO(kSubsysNet, "NET/Plugin %s: context %llu for traffic class %d", name_.c_str(),
+       static_cast<unsigned long long>(contextId), trafficClass);
+  *context = made;
+  return ncclSuccess;
+}
+
 ncclResult_t NetPluginAdapter::init() {
   if (initialized_) return ncclSuccess;
+  void* defaultContext = nullptr;
+  CHORUS_CHECK(contextFor(kNetTrafficClassUndef, &defaultContext));  // v11's init
   CHORUS_CHECK(checked("init", call([](const auto& t) {
-                         if constexpr (std::is_same_v<std::decay_t<decltype(t)>, ncclNet_v10_t>) {
+                         using Table = std::decay_t<decltype(t)>;
+                         if constexpr (isV11<Table>) {
+                           return ncclSuccess;  // initialised by contextFor
+                         } else if constexpr (std::is_same_v<Table, ncclNet_v10_t>) {
                            return t.init(&pluginLogger<kSubsysNet>, &pluginProfilerCallback);
                          } else {
                            return t.init(&pluginLogger<kSubsysNet>);
@@ -159,11 +221,8 @@ ncclResult_t NetPluginAdapter::getProperties(int dev, NetProperties* props) {
     return ncclInvalidArgument;
   }
   return checked("getProperties", call([&](const auto& t) {
-                   using Props =
-                       std::conditional_t<tableVersion<std::decay_t<decltype(t)>>() == 10, ncclNetProperties_v10_t,
-                                          std::conditional_t<tableVersion<std::decay_t<decltype(t)>>() == 9,
-                                                             ncclNetProperties_v9_t, ncclNetProperties_v8_t>>;
-                   Props p{};
+                   // v11's maxMultiRequestSize, like the device-offload and vNIC fields, has no use here.
+                   PropertiesOf<std::decay_t<decltype(t)>> p{};
                    ncclResult_t result = t.getProperties(dev, &p);
                    if (result != ncclSuccess) return result;
                    props->name = p.name != nullptr ? p.name : "";
@@ -186,8 +245,16 @@ ncclResult_t NetPluginAdapter::listen(int dev, void* handle, NetListenComm** lis
          static_cast<void*>(listenComm));
     return ncclInvalidArgument;
   }
+  void* context = nullptr;
+  CHORUS_CHECK(contextFor(kNetTrafficClassUndef, &context));  // listening has no traffic class
   void* comm = nullptr;
-  CHORUS_CHECK(checked("listen", call([&](const auto& t) { return t.listen(dev, handle, &comm); })));
+  CHORUS_CHECK(checked("listen", call([&](const auto& t) {
+                         if constexpr (isV11<std::decay_t<decltype(t)>>) {
+                           return t.listen(context, dev, handle, &comm);
+                         } else {
+                           return t.listen(dev, handle, &comm);
+                         }
+                       })));
   if (comm != nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
     listenComms_.insert(comm);
@@ -202,10 +269,15 @@ ncclResult_t NetPluginAdapter::connect(int dev, const NetCommConfig& commConfig,
     WARN("NET/Plugin %s: connect: handle %p, sendComm %p (null)", name_.c_str(), handle, static_cast<void*>(sendComm));
     return ncclInvalidArgument;
   }
+  void* context = nullptr;  // v11 takes the traffic class in the context's init, v10 in connect
+  CHORUS_CHECK(contextFor(commConfig.trafficClass, &context));
   void* comm = nullptr;
   ncclNetDeviceHandle_v8_t* deviceHandle = nullptr;  // no device offload
   CHORUS_CHECK(checked("connect", call([&](const auto& t) {
-                         if constexpr (std::is_same_v<std::decay_t<decltype(t)>, ncclNet_v10_t>) {
+                         using Table = std::decay_t<decltype(t)>;
+                         if constexpr (isV11<Table>) {
+                           return t.connect(context, dev, handle, &comm, &deviceHandle);
+                         } else if constexpr (std::is_same_v<Table, ncclNet_v10_t>) {
                            // The v10 ABI carries the traffic class; older ones have no way to.
                            ncclNetCommConfig_v10_t config{commConfig.trafficClass == kNetTrafficClassUndef
                                                               ? NCCL_NET_TRAFFIC_CLASS_UNDEF
@@ -273,7 +345,7 @@ ncclResult_t NetPluginAdapter::isend(NetSendComm* comm, void* data, int size, in
   void* req = nullptr;
   CHORUS_CHECK(checked("isend", call([&](const auto& t) {
                          using Table = std::decay_t<decltype(t)>;
-                         if constexpr (std::is_same_v<Table, ncclNet_v10_t>) {
+                         if constexpr (kTableVersion<Table> >= 10) {  // no profiler handle
                            return t.isend(comm, data, static_cast<size_t>(size), tag, mhandle, nullptr, &req);
                          } else if constexpr (std::is_same_v<Table, ncclNet_v9_t>) {
                            return t.isend(comm, data, static_cast<size_t>(size), tag, mhandle, &req);
@@ -307,7 +379,7 @@ ncclResult_t NetPluginAdapter::irecv(NetRecvComm* comm, int n, void** data, int*
   void* req = nullptr;
   CHORUS_CHECK(checked("irecv", call([&](const auto& t) {
                          using Table = std::decay_t<decltype(t)>;
-                         if constexpr (std::is_same_v<Table, ncclNet_v10_t>) {
+                         if constexpr (kTableVersion<Table> >= 10) {
                            return t.irecv(comm, n, data, wideSizes, tags, handles, profilerHandles, &req);
                          } else if constexpr (std::is_same_v<Table, ncclNet_v9_t>) {
                            return t.irecv(comm, n, data, wideSizes, tags, handles, &req);
@@ -413,21 +485,19 @@ ncclResult_t loadNetPlugin(const char* setting, std::unique_ptr<Net>* out) {
     }
     return ncclSuccess;
   }
-  auto* v10 = static_cast<const ncclNet_v10_t*>(dlsym(library.get(), NCCL_NET_PLUGIN_SYMBOL_V10));
-  auto* v9 = v10 ? nullptr : static_cast<const ncclNet_v9_t*>(dlsym(library.get(), NCCL_NET_PLUGIN_SYMBOL_V9));
-  auto* v8 = v10 || v9 ? nullptr : static_cast<const ncclNet_v8_t*>(dlsym(library.get(), NCCL_NET_PLUGIN_SYMBOL_V8));
-  if (v10 == nullptr && v9 == nullptr && v8 == nullptr) {
-    WARN("NET/Plugin: %s exports none of %s, %s, %s; not used", path.c_str(), NCCL_NET_PLUGIN_SYMBOL_V10,
-         NCCL_NET_PLUGIN_SYMBOL_V9, NCCL_NET_PLUGIN_SYMBOL_V8);
+  std::optional<NetPluginTable> table = findTable(library.get());
+  if (!table) {
+    WARN("NET/Plugin: %s exports none of %s, %s, %s, %s; not used", path.c_str(), NCCL_NET_PLUGIN_SYMBOL_V11,
+         NCCL_NET_PLUGIN_SYMBOL_V10, NCCL_NET_PLUGIN_SYMBOL_V9, NCCL_NET_PLUGIN_SYMBOL_V8);
     return ncclSuccess;
   }
-  const char* missing = v10 ? missingCall(*v10) : v9 ? missingCall(*v9) : missingCall(*v8);
-  int version = v10 ? 10 : v9 ? 9 : 8;
+  const char* missing = std::visit([](const auto* t) { return missingCall(*t); }, *table);
+  const int version = tableVersion(*table);
   if (missing != nullptr) {
     WARN("NET/Plugin: %s: ncclNetPlugin_v%d has no %s; not used", path.c_str(), version, missing);
     return ncclSuccess;
   }
-  auto adapter = std::make_unique<NetPluginAdapter>(std::move(library), path, v8, v9, v10);
+  auto adapter = std::make_unique<NetPluginAdapter>(std::move(library), path, *table);
   INFO(kSubsysInit | kSubsysNet, "NET/Plugin: loaded %s: net plugin '%s', ncclNet_v%d", path.c_str(), adapter->name(),
        version);
   *out = std::move(adapter);

@@ -1,19 +1,27 @@
 // External net plugins: NCCL_NET_PLUGIN names a libnccl-net-<name>.so exporting one of
-// NCCL's ncclNet_v10/v9/v8 tables; NetPluginAdapter drives that table as a chorus::Net,
+// NCCL's ncclNet_v11/v10/v9/v8 tables; NetPluginAdapter drives that table as a chorus::Net,
 // so plugins built for NCCL work unchanged.
 //
 // Lookup, as NCCL does it:
 //   unset        try libnccl-net.so (not finding it is normal: INFO)
 //   "none"       no plugin
 //   <name>       try libnccl-net-<name>.so, then <name> itself as a file name or path
-// The library is opened RTLD_NOW|RTLD_LOCAL; ncclNetPlugin_v10, then _v9, then _v8 is
+// The library is opened RTLD_NOW|RTLD_LOCAL; ncclNetPlugin_v11, then _v10, _v9, _v8 is
 // looked up, and the first found is used.
+//
+// v11 is initialised per communicator in NCCL: init returns a context that carries the
+// communicator's traffic class, and listen and connect take it. Chorus has one net per
+// process, so the adapter keeps one context per traffic class a connect asks for (the one
+// without a class made by init(), for listen too), and finalizes them all when destroyed.
+// setNetAttr, a hint NCCL may give, is never called: the plugin keeps its defaults.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <variant>
 
 #include "transport/net/net.h"
 #include "transport/net/net_plugin_abi.h"
@@ -26,17 +34,20 @@ struct DlHandleCloser {
 };
 using DlHandle = std::unique_ptr<void, DlHandleCloser>;
 
+// The table a plugin exports, in one of the ABI versions Chorus drives.
+using NetPluginTable =
+    std::variant<const ncclNet_v8_t*, const ncclNet_v9_t*, const ncclNet_v10_t*, const ncclNet_v11_t*>;
+
 class NetPluginAdapter final : public Net {
  public:
-  // Exactly one table is non-null; `library` owns the code behind it.
-  NetPluginAdapter(DlHandle library, std::string path, const ncclNet_v8_t* v8, const ncclNet_v9_t* v9,
-                   const ncclNet_v10_t* v10);
-  // Closes the comms the caller left open, then the library.
+  // `table` is not null; `library` owns the code behind it.
+  NetPluginAdapter(DlHandle library, std::string path, NetPluginTable table);
+  // Closes the comms the caller left open, finalizes the v11 contexts, then closes the library.
   ~NetPluginAdapter() override;
   NetPluginAdapter(const NetPluginAdapter&) = delete;
   NetPluginAdapter& operator=(const NetPluginAdapter&) = delete;
 
-  // The table's name; the version of the ABI in use (8, 9 or 10); the library file.
+  // The table's name; the version of the ABI in use (8, 9, 10 or 11); the library file.
   const char* name() const override { return name_.c_str(); }
   int version() const { return version_; }
   const std::string& path() const { return path_; }
@@ -65,10 +76,11 @@ class NetPluginAdapter final : public Net {
   // Calls f(table) on the table in use; f may tell versions apart with if constexpr.
   template <typename F>
   ncclResult_t call(F&& f) const {
-    if (v10_ != nullptr) return f(*v10_);
-    if (v9_ != nullptr) return f(*v9_);
-    return f(*v8_);
+    return std::visit([&](const auto* table) { return f(*table); }, table_);
   }
+  // v11: the context for connections of `trafficClass` (kNetTrafficClassUndef: the plugin's
+  // default), made by the plugin's init the first time it is asked for.
+  ncclResult_t contextFor(int trafficClass, void** context);
   ncclResult_t checked(const char* call, ncclResult_t result) const;
   ncclResult_t checkReady(const char* call) const;
   ncclResult_t checkDevice(const char* call, int dev) const;
@@ -77,9 +89,7 @@ class NetPluginAdapter final : public Net {
   DlHandle library_;  // first member: closed last, after every call into the table
   std::string path_;
   std::string name_;
-  const ncclNet_v8_t* v8_;
-  const ncclNet_v9_t* v9_;
-  const ncclNet_v10_t* v10_;
+  NetPluginTable table_;
   int version_;
   bool initialized_ = false;
   int deviceCount_ = 0;
@@ -88,6 +98,9 @@ class NetPluginAdapter final : public Net {
   std::unordered_set<void*> listenComms_;
   std::unordered_set<void*> sendComms_;
   std::unordered_set<void*> recvComms_;
+  // v11 contexts by traffic class; finalized by the destructor after the comms are closed.
+  std::mutex contextMutex_;
+  std::map<int, void*> contexts_;
 };
 
 // Loads the plugin `setting` (NCCL_NET_PLUGIN's value; nullptr when unset) selects. No
