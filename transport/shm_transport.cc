@@ -13,19 +13,23 @@
 #include <cstring>
 
 #include "core/debug.h"
+#include "core/process_liveness.h"
 #include "transport/transport.h"
 
 namespace chorus {
 namespace {
 
-// The receiver's mapping names the segment (it made it); the sender's does not.
+// The receiver's mapping names the segment (it made it); the sender's does not. Each side
+// also holds its peer process's liveness handle (core/process_liveness.h), which the end's
+// waits watch.
 class ShmMapping : public ConnectionResource {
  public:
-  ShmMapping(void* base, size_t bytes, std::string name, const FifoLayout& layout)
-      : base_(base), bytes_(bytes), name_(std::move(name)), layout_(layout) {}
+  ShmMapping(void* base, size_t bytes, std::string name, const FifoLayout& layout, int peerAlive)
+      : base_(base), bytes_(bytes), name_(std::move(name)), layout_(layout), peerAlive_(peerAlive) {}
   ~ShmMapping() override {
     if (base_) munmap(base_, bytes_);
     if (!name_.empty()) shm_unlink(name_.c_str());  // ENOENT once the sender unlinked it: fine
+    closePeerLiveness(peerAlive_);
   }
   void* base() const { return base_; }
 
@@ -42,6 +46,7 @@ class ShmMapping : public ConnectionResource {
   size_t bytes_;
   std::string name_;
   FifoLayout layout_;
+  int peerAlive_;
 };
 
 class FileDescriptor {
@@ -56,11 +61,21 @@ class FileDescriptor {
   int fd_;
 };
 
-void fillEnd(void* base, const FifoLayout& layout, int peer, int peerPid, FifoEnd* end) {
+// Points `end` at the FIFO and at the peer's process: its pid for messages and its
+// liveness handle (-1 when it has none: it then only fails by timeout), opened here and
+// owned by the connection's ShmMapping.
+int fillEnd(void* base, const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer, FifoEnd* end) {
   *end = FifoEnd{};
   end->attach(base, layout);
-  end->peer = peer;
-  end->peerPid = peerPid;
+  end->peer = peer.rank;
+  if (peer.processId == self.processId) return -1;
+  end->peerPid = peer.pid;
+  end->peerProcessId = peer.processId;
+  end->peerAlive = openPeerLiveness(peer.processId);
+  if (end->peerAlive < 0)
+    INFO(kSubsysInit, "SHM: rank %d's process (pid %d) has no liveness file; its death is noticed by timeout only",
+         peer.rank, peer.pid);
+  return end->peerAlive;
 }
 
 class ShmTransport : public Transport {
@@ -105,14 +120,14 @@ class ShmTransport : public Transport {
       WARN("SHM: mmap of %zu bytes of /dev/shm%s failed: %s", bytes, name, strerror(errno));
       return ncclSystemError;
     }
-    auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout);
+    const int peerAlive = fillEnd(base, layout, self, peer, end);
+    auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout, peerAlive);
     *handle = ConnectHandle{};
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
     handle->layout = layout;
     handle->ownerPid = self.pid;
     snprintf(handle->shmName, sizeof(handle->shmName), "%s", name);
-    fillEnd(base, layout, peer.rank, peer.pid != self.pid ? peer.pid : 0, end);
     *resource = std::move(mapping);
     return ncclSuccess;
   }
@@ -139,8 +154,8 @@ class ShmTransport : public Transport {
       return ncclSystemError;
     }
     shm_unlink(name);  // both sides have it mapped now
-    fillEnd(base, handle.layout, peer.rank, peer.pid != self.pid ? peer.pid : 0, end);
-    *resource = std::make_unique<ShmMapping>(base, handle.bytes, std::string(), handle.layout);
+    const int peerAlive = fillEnd(base, handle.layout, self, peer, end);
+    *resource = std::make_unique<ShmMapping>(base, handle.bytes, std::string(), handle.layout, peerAlive);
     return ncclSuccess;
   }
 };

@@ -83,8 +83,10 @@ struct FifoEnd {
   // It outlives calls so that a sender re-reads head (a cache miss: the receiver has just
   // written it) only when the slots it already knows free run out.
   uint64_t headSeen = 0;
-  int peer = -1;    // the rank at the other end, for error messages
-  int peerPid = 0;  // that rank's process, to notice it dying (0: same process)
+  int peer = -1;       // the rank at the other end, for error messages
+  int peerPid = 0;     // that rank's process as its PID namespace numbers it, for messages (0: same process)
+  int peerAlive = -1;  // that process's liveness handle (core/process_liveness.h); -1: none to watch
+  uint64_t peerProcessId = 0;
 
   CHORUS_HD char* slot(Protocol p, uint64_t s) const {
     const int i = static_cast<int>(p);

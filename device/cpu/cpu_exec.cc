@@ -1,12 +1,12 @@
 #include "device/cpu/cpu_exec.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <time.h>
 
 #include <cerrno>
 
 #include "core/debug.h"
+#include "core/process_liveness.h"
 #include "device/cpu/fiber_scheduler.h"
 
 namespace chorus {
@@ -20,8 +20,6 @@ double nowSec() {
 
 constexpr uint64_t kYieldRounds = 2048;
 constexpr uint64_t kProxiedYieldRounds = 128;
-
-bool processAlive(int pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 
 }  // namespace
 
@@ -52,7 +50,7 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     if (__atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE) != 0) return Wait::kBroken;
     if (now >= state->nextCheck) {
       state->nextCheck = now + 1.0;
-      if (end.peerPid != 0 && !processAlive(end.peerPid)) {
+      if (!peerAlive(end.peerAlive, end.peerProcessId)) {
         WARN("Rank %d: peer rank %d (pid %d) has exited while this rank waited for it", ctx_.rank, end.peer,
              end.peerPid);
         ctx_.setError(ncclRemoteError);

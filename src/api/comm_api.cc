@@ -243,10 +243,9 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   // return, zeroed, at the first use after ncclCommResume).
   if (comm->worker) comm->worker->waitIdle();
   comm->suspended.store(true);
-  int kept = 0;
-  const size_t released = comm->releaseIdleBuffers(&kept);
-  INFO(kSubsysInit, "%s: comm %p rank %d: released %zu bytes of FIFO memory%s", func, static_cast<void*>(comm),
-       comm->rank, released, kept > 0 ? " (connections holding data not yet received keep theirs)" : "");
+  const size_t released = comm->releaseIdleBuffers();
+  INFO(kSubsysInit, "%s: comm %p rank %d: released %zu bytes of FIFO memory", func, static_cast<void*>(comm),
+       comm->rank, released);
   return ncclSuccess;
 }
 

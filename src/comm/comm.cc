@@ -35,15 +35,10 @@ void ncclComm::haltWork(std::atomic<uint32_t>& flag) {
   while (activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-size_t ncclComm::releaseIdleBuffers(int* kept) {
+size_t ncclComm::releaseIdleBuffers() {
   size_t released = 0;
-  *kept = 0;
-  auto release = [&](chorus::Connection& c) {
-    if (!c.connected() || c.resource == nullptr) return;
-    const size_t bytes = c.resource->releaseIdleSlots();
-    released += bytes;
-    // A connection whose memory this side owns but which still holds a step keeps it.
-    if (bytes == 0 && !chorus::simpleSlotsIdle(c.end.ctrl)) ++*kept;
+  auto release = [&released](chorus::Connection& c) {
+    if (c.connected() && c.resource != nullptr) released += c.resource->releaseIdleSlots();
   };
   for (chorus::Channel& ch : channels) {
     for (chorus::Connection& c : ch.send) release(c);

@@ -194,9 +194,9 @@ struct ncclComm {
   void haltWork(std::atomic<uint32_t>& flag);
   // ncclCommSuspend: releases the slot memory of every ring, tree and send/recv connection
   // that holds nothing still to be read (ConnectionResource::releaseIdleSlots); the
-  // one-sided connections keep theirs (puts may arrive at any time). Returns the bytes
-  // released; `*kept` counts the connections that still held data.
-  size_t releaseIdleBuffers(int* kept);
+  // one-sided connections keep theirs (puts may arrive at any time), as does a connection
+  // holding data not yet received. Returns the bytes released.
+  size_t releaseIdleBuffers();
   // Tells every peer this rank gave up on the communicator (its work failed, or it was
   // aborted): their waits on these connections then fail at once instead of timing out.
   void breakConnections();

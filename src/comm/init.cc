@@ -8,6 +8,7 @@
 
 #include "core/debug.h"
 #include "core/env.h"
+#include "core/process_liveness.h"
 #include "core/settings.h"
 #include "src/comm/comm.h"
 #include "src/comm/connect.h"
@@ -46,6 +47,8 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   static const int processAnchor = 0;
   info.processId =
       info.hostHash ^ (static_cast<uint64_t>(info.pid) << 32) ^ reinterpret_cast<uintptr_t>(&processAnchor);
+  // Before the peers learn of this process: they watch its liveness file from then on.
+  announceThisProcess(info.processId);
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   return info;
 }

@@ -1,6 +1,5 @@
 #include "src/rma/rma_service.h"
 
-#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <cstring>
 
 #include "core/debug.h"
+#include "core/process_liveness.h"
 #include "core/thread_name.h"
 #include "device/cpu/cpu_exec.h"
 #include "src/comm/connect.h"
@@ -27,8 +27,6 @@ FifoLayout rmaLayout(const ncclComm* comm) {
   layout.slotBytes[static_cast<int>(Protocol::LL128)] = 0;
   return layout;
 }
-
-bool processAlive(int pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 
 // Naps of the service thread once nothing has arrived for a while: short at first, so a
 // burst of puts is served at once, long once the communicator has been quiet.
@@ -202,7 +200,7 @@ std::string RmaService::peerTrouble(int peer) {
   const FifoEnd& end = comm_->rmaRecv[peer].end;
   if (__atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE) != 0)
     return "the connection from that rank is broken (its work failed, it aborted, or the network failed)";
-  if (end.peerPid != 0 && !processAlive(end.peerPid))
+  if (!peerAlive(end.peerAlive, end.peerProcessId))
     return "that rank's process (pid " + std::to_string(end.peerPid) + ") has exited";
   return "";
 }

@@ -1,0 +1,27 @@
+// Whether a process of this host that shares memory with this one is alive, as the kernel
+// says. Each such process holds an exclusive flock on a file of its own in /dev/shm, named
+// by its process id (PeerInfo::processId, unique per process); the kernel drops the lock
+// when the process exits, before it is a zombie, and the name means the same in every PID
+// namespace that shares /dev/shm. A peer that is merely slow keeps its lock, so it is never
+// declared dead; one whose file is gone, or whose lock is free, has exited.
+#pragma once
+
+#include <cstdint>
+
+namespace chorus {
+
+// Creates this process's file and takes its lock, once per process; later calls return the
+// first answer. False (with a WARN naming the call and errno) when it cannot: peers then
+// cannot tell whether this process lives and rely on their timeouts.
+bool announceThisProcess(uint64_t processId);
+
+// An open handle on the file of the process `processId` (close it with closePeerLiveness),
+// or -1 when there is none: the process has not announced itself, or is gone.
+int openPeerLiveness(uint64_t processId);
+void closePeerLiveness(int fd);
+
+// False once the process behind `fd` has exited (its lock is free); true while it holds it,
+// or when `fd` is -1 (nothing to tell by). The dead process's file is removed.
+bool peerAlive(int fd, uint64_t processId);
+
+}  // namespace chorus
