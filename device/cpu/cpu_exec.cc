@@ -57,9 +57,9 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
         return Wait::kStop;
       }
       if (ctx_.timeoutSec > 0 && now - state->start > ctx_.timeoutSec) {
-        WARN("Rank %d: no progress from peer rank %d for %.0f s (CHORUS_TIMEOUT); giving up", ctx_.rank, end.peer,
-             ctx_.timeoutSec);
-        ctx_.setError(ncclSystemError);
+        WARN("Rank %d: timed out: no progress from peer rank %d for %.0f s (CHORUS_TIMEOUT); giving up", ctx_.rank,
+             end.peer, ctx_.timeoutSec);
+        ctx_.setError(ncclRemoteError);  // the peer stalled, as NCCL reports a remote failure
         return Wait::kStop;
       }
     }

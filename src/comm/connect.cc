@@ -1,5 +1,7 @@
 #include "src/comm/connect.h"
 
+#include <cstring>
+
 #include "core/debug.h"
 
 namespace chorus {
@@ -7,9 +9,18 @@ namespace chorus {
 ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn) {
   const PeerInfo& self = comm->peers[comm->rank];
   const Transport* t = selectTransport(self, comm->peers[peer]);
-  if (!t) return ncclSystemError;
   ConnectHandle handle;
-  CHORUS_CHECK(t->createReceiver(layout, self, comm->peers[peer], &handle, &conn->end, &conn->resource));
+  memset(&handle, 0, sizeof(handle));  // padding too: the handle crosses the network
+  const ncclResult_t made =
+      t == nullptr ? ncclSystemError
+                   : t->createReceiver(layout, self, comm->peers[peer], &handle, &conn->end, &conn->resource);
+  if (made != ncclSuccess) {
+    // The peer waits for this handle: a failed one (no transport) tells it at once, instead
+    // of leaving it to the bootstrap's timeout.
+    memset(&handle, 0, sizeof(handle));
+    comm->bootstrap->send(peer, tag, &handle, sizeof(handle));
+    return made;
+  }
   conn->transport = t;
   return comm->bootstrap->send(peer, tag, &handle, sizeof(handle));
 }
@@ -17,6 +28,11 @@ ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layou
 ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn) {
   ConnectHandle handle;
   CHORUS_CHECK(comm->bootstrap->recv(peer, tag, &handle, sizeof(handle)));
+  if (static_cast<uint32_t>(handle.transport) == 0) {
+    WARN("Rank %d: peer rank %d could not set up its end of the connection from this rank (its WARN says why)",
+         comm->rank, peer);
+    return ncclRemoteError;
+  }
   const Transport* t = transportById(handle.transport);
   if (!t) {
     WARN("Rank %d: peer rank %d answered with unknown transport %u", comm->rank, peer,

@@ -87,6 +87,14 @@ ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclR
 ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
   ncclResult_t result = connectPendingPeers(comms);
+  if (result != ncclSuccess) {
+    // A connection that could not be made fails the communicators for good, and their
+    // peers learn it from their connections now rather than at their timeouts.
+    for (ncclComm* comm : comms) {
+      comm->asyncResult.store(result);
+      comm->breakConnections();
+    }
+  }
   GroupLaunch& launch = g.launch;
   launch.clear();
   for (ncclComm* comm : comms) {

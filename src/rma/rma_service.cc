@@ -291,7 +291,7 @@ ncclResult_t RmaService::waitSignals(std::span<const ncclWaitSignalDesc_t> descs
             "%llu arrived; giving up",
             comm_->rank, missing, comm_->timeoutSec, static_cast<unsigned long long>(need[missing]),
             static_cast<unsigned long long>(received_[missing] - consumed_[missing]));
-        return ncclSystemError;
+        return ncclRemoteError;
       }
     }
     // Short slices: an abort must end the wait within milliseconds (ncclComm::haltWork).

@@ -136,7 +136,7 @@ TEST(StepFifoTest, TimeoutEndsAWaitThatNeverCompletes) {
   uint32_t out = 0;
   recv.recv(&out, 1, false);
   EXPECT_FALSE(recv.ok());
-  EXPECT_EQ(rx.ctx.result.load(), ncclSystemError);
+  EXPECT_EQ(rx.ctx.result.load(), ncclRemoteError) << "a stalled peer is a remote failure";
 }
 
 // The ring programs over a one-rank-per-thread ring of three FIFOs.

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/debug.h"
 #include "src/topo/detect.h"
 #include "src/topo/topo_search.h"
 #include "src/topo/topo_system.h"
@@ -145,7 +146,10 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < o.repeats; ++r) {
     if (topology(o, &xml) != ncclSuccess) {
-      fprintf(stderr, "chorus_topo: %s failed (see the WARN above)\n", o.file.empty() ? "detection" : o.file.c_str());
+      // The cause itself: with NCCL_DEBUG unset no WARN line was printed.
+      const std::string cause = chorus::lastErrorText();
+      fprintf(stderr, "chorus_topo: %s failed: %s\n", o.file.empty() ? "detection" : o.file.c_str(),
+              cause.empty() ? "no cause was recorded" : cause.c_str());
       return 1;
     }
     if (TopoSystem::fromXml(xml, &system, &error) != ncclSuccess) {
