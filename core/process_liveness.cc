@@ -1,31 +1,38 @@
 #include "core/process_liveness.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
+#include <vector>
 
 #include "core/debug.h"
 
 namespace chorus {
+
+std::string processTag(uint64_t processId) {
+  char tag[24];
+  snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(processId));
+  return tag;
+}
+
 namespace {
 
-std::string fileName(uint64_t processId) {
-  char name[64];
-  snprintf(name, sizeof(name), "/chorus-alive-%016llx", static_cast<unsigned long long>(processId));
-  return name;
-}
+std::string fileName(const std::string& tag) { return "/chorus-alive-" + tag; }
 
 // This process's file: its lock lasts as long as the process (the descriptor is never
 // closed); a normal exit removes the name.
 class OwnFile {
  public:
-  explicit OwnFile(uint64_t processId) : name_(fileName(processId)) {
+  explicit OwnFile(uint64_t processId) : name_(fileName(processTag(processId))) {
     fd_ = shm_open(name_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
     if (fd_ < 0) {
       WARN("Liveness: shm_open(%s) failed: %s; peers of this process will only notice its death by timeout",
@@ -50,14 +57,58 @@ class OwnFile {
   int fd_ = -1;
 };
 
-}  // namespace
-
-bool announceThisProcess(uint64_t processId) {
-  static const OwnFile file(processId);
-  return file.ok();
+// The names in /dev/shm that start with "chorus-".
+std::vector<std::string> chorusFiles() {
+  std::vector<std::string> names;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  while (const dirent* entry = readdir(dir))
+    if (std::string(entry->d_name).rfind("chorus-", 0) == 0) names.push_back(entry->d_name);
+  closedir(dir);
+  return names;
 }
 
-int openPeerLiveness(uint64_t processId) { return shm_open(fileName(processId).c_str(), O_RDONLY | O_CLOEXEC, 0); }
+// Removes what a dead process left in /dev/shm: its liveness file and its FIFO segments.
+void removeFilesOf(const std::string& tag, const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    if (name.rfind("chorus-" + tag + "-", 0) == 0) shm_unlink(("/" + name).c_str());
+  shm_unlink(fileName(tag).c_str());
+}
+
+}  // namespace
+
+// Removes what processes that died without cleaning up left in /dev/shm. A liveness file
+// younger than a few seconds is left alone: its process may not have locked it yet.
+void removeWhatDeadProcessesLeft() {
+  const std::string prefix = "chorus-alive-";
+  const std::vector<std::string> names = chorusFiles();
+  for (const std::string& name : names) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    const int fd = shm_open(("/" + name).c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) continue;
+    struct stat st;
+    const bool old = fstat(fd, &st) == 0 && time(nullptr) - st.st_mtime > 10;
+    const bool dead = old && flock(fd, LOCK_SH | LOCK_NB) == 0;
+    close(fd);
+    if (!dead) continue;
+    removeFilesOf(name.substr(prefix.size()), names);
+    INFO(kSubsysInit, "Liveness: removed what process %s left in /dev/shm when it died",
+         name.substr(prefix.size()).c_str());
+  }
+}
+
+bool announceThisProcess(uint64_t processId) {
+  static const bool ok = [processId] {
+    removeWhatDeadProcessesLeft();
+    static const OwnFile file(processId);
+    return file.ok();
+  }();
+  return ok;
+}
+
+int openPeerLiveness(uint64_t processId) {
+  return shm_open(fileName(processTag(processId)).c_str(), O_RDONLY | O_CLOEXEC, 0);
+}
 
 void closePeerLiveness(int fd) {
   if (fd >= 0) ::close(fd);
@@ -67,7 +118,7 @@ bool peerAlive(int fd, uint64_t processId) {
   if (fd < 0) return true;
   if (flock(fd, LOCK_SH | LOCK_NB) != 0) return true;  // EWOULDBLOCK: the owner holds it
   flock(fd, LOCK_UN);
-  shm_unlink(fileName(processId).c_str());  // the owner cannot remove it any more
+  removeFilesOf(processTag(processId), chorusFiles());  // the owner cannot remove them any more
   return false;
 }
 

@@ -7,12 +7,22 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace chorus {
 
-// Creates this process's file and takes its lock, once per process; later calls return the
-// first answer. False (with a WARN naming the call and errno) when it cannot: peers then
-// cannot tell whether this process lives and rely on their timeouts.
+// How files in /dev/shm name the process that made them ("chorus-<tag>-..."): a process
+// found dead at another's start has them removed (its FIFO segments too).
+std::string processTag(uint64_t processId);
+
+// Removes what processes that died without cleaning up left in /dev/shm: the liveness files
+// whose lock is free (and older than a few seconds: a new process may not have locked its
+// own yet), and their shared-memory FIFO segments.
+void removeWhatDeadProcessesLeft();
+
+// Creates this process's file and takes its lock, once per process (first removing what
+// dead processes left in /dev/shm); later calls return the first answer. False (with a WARN naming the call and errno)
+// when it cannot: peers then cannot tell whether this process lives and rely on their timeouts.
 bool announceThisProcess(uint64_t processId);
 
 // An open handle on the file of the process `processId` (close it with closePeerLiveness),

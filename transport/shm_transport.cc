@@ -94,7 +94,9 @@ class ShmTransport : public Transport {
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) nonce = reinterpret_cast<uintptr_t>(&nonce);
     char name[64];
-    snprintf(name, sizeof(name), "/chorus-%d-%d-%d-%016llx", self.pid, peer.rank, self.rank,
+    // Named by this process (core/process_liveness.h): if it dies before the sender has
+    // mapped and unlinked it, the next Chorus process on this host removes it.
+    snprintf(name, sizeof(name), "/chorus-%s-%d-%d-%016llx", processTag(self.processId).c_str(), peer.rank, self.rank,
              static_cast<unsigned long long>(nonce));
     FileDescriptor fd(shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600));
     if (fd.get() < 0) {
@@ -122,7 +124,7 @@ class ShmTransport : public Transport {
     }
     const int peerAlive = fillEnd(base, layout, self, peer, end);
     auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout, peerAlive);
-    *handle = ConnectHandle{};
+    memset(handle, 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
     handle->layout = layout;
