@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "core/debug.h"
@@ -226,7 +227,27 @@ ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadl
   }
 }
 
-ncclResult_t Socket::tryAccept(Socket* out) {
+bool acceptOutOfDescriptors(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
+
+void warnOutOfDescriptors(const std::string& where, size_t shed) {
+  static std::mutex mutex;
+  static std::chrono::steady_clock::time_point last{};
+  static size_t suppressed = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto now = std::chrono::steady_clock::now();
+  if (last != std::chrono::steady_clock::time_point{} && now - last < std::chrono::seconds(10)) {
+    ++suppressed;
+    return;
+  }
+  WARN(
+      "accept() on %s ran out of file descriptors (%zu such event(s) since the last report); closed %zu connection(s) "
+      "that had not proved themselves yet, and keep accepting (raise ulimit -n if this persists)",
+      where.c_str(), suppressed + 1, shed);
+  last = now;
+  suppressed = 0;
+}
+
+ncclResult_t Socket::tryAccept(Socket* out, bool* outOfDescriptors) {
   out->close();
   for (;;) {
     sockaddr_storage peer{};
@@ -242,6 +263,10 @@ ncclResult_t Socket::tryAccept(Socket* out) {
     if (errno == EINTR) continue;
     // Nothing queued, or a connection that died before we took it: not our error.
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) return ncclSuccess;
+    if (acceptOutOfDescriptors(errno)) {
+      if (outOfDescriptors) *outOfDescriptors = true;
+      return ncclSuccess;
+    }
     WARN("Bootstrap: accept() on %s failed: %s", address_.toString().c_str(), strerror(errno));
     return ncclSystemError;
   }

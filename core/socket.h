@@ -67,6 +67,12 @@ class Deadline {
   uint32_t revokeAtStart_;
 };
 
+// Whether accept() failed for want of descriptors or memory (transient: see tryAccept).
+bool acceptOutOfDescriptors(int err);
+// One WARN per 10 s for the process: accept() on `where` ran out of descriptors; `shed`
+// connections not yet proved were closed to make room.
+void warnOutOfDescriptors(const std::string& where, size_t shed);
+
 // Waits until `fd` is ready for `events` (POLLIN/POLLOUT), bounded by `deadline`.
 ncclResult_t waitForFd(int fd, short events, const Deadline& deadline, const std::string& what);
 
@@ -91,8 +97,11 @@ class Socket {
   // not be up yet) until `deadline`. TCP_NODELAY is set.
   static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
 
-  // Accepts one queued connection if there is one; `*out` stays invalid otherwise.
-  ncclResult_t tryAccept(Socket* out);
+  // Accepts one queued connection if there is one; `*out` stays invalid otherwise. Running
+  // out of descriptors or kernel memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) is no failure of
+  // the listener: `*outOfDescriptors` (when given) says so, and the caller sheds connections
+  // that have not proved themselves yet.
+  ncclResult_t tryAccept(Socket* out, bool* outOfDescriptors = nullptr);
   // Waits for a connection and accepts it.
   ncclResult_t accept(const Deadline& deadline, Socket* out);
 

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "core/debug.h"
 
@@ -132,7 +133,15 @@ ncclResult_t RingBootstrap::progress(const Deadline& deadline, const std::string
 ncclResult_t RingBootstrap::acceptQueued() {
   for (;;) {
     Socket socket;
-    CHORUS_CHECK(listener_.tryAccept(&socket));
+    bool exhausted = false;
+    CHORUS_CHECK(listener_.tryAccept(&socket, &exhausted));
+    if (exhausted) {  // make room: the oldest connection that has not proved the secret goes
+      const size_t shed = pending_.empty() ? 0 : 1;
+      if (shed) pending_.erase(pending_.begin());
+      warnOutOfDescriptors("the bootstrap listener " + listener_.address().toString(), shed);
+      if (!shed) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the backlog keeps it readable
+      return ncclSuccess;
+    }
     if (!socket.valid()) return ncclSuccess;
     Connection connection;
     connection.socket = std::move(socket);

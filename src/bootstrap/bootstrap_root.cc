@@ -96,7 +96,15 @@ ncclResult_t RootServer::run() {
 ncclResult_t RootServer::acceptQueued() {
   for (;;) {
     Socket socket;
-    CHORUS_CHECK(listener_.tryAccept(&socket));
+    bool exhausted = false;
+    CHORUS_CHECK(listener_.tryAccept(&socket, &exhausted));
+    if (exhausted) {  // make room: the oldest connection that has not proved the secret goes
+      const size_t shed = pending_.empty() ? 0 : 1;
+      if (shed) pending_.erase(pending_.begin());
+      warnOutOfDescriptors("the bootstrap root " + where_, shed);
+      if (!shed) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the backlog keeps it readable
+      return ncclSuccess;
+    }
     if (!socket.valid()) return ncclSuccess;
     pending_.push_back({std::move(socket), RootHello{}, 0, std::chrono::steady_clock::now()});
   }

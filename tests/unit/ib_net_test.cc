@@ -327,7 +327,7 @@ TEST_P(IbNetArguments, ListenConnectAccept) {
 #if CHORUS_HAVE_IBVERBS
   expectInvalid(net_->connect(0, handle_.data(), &send), "not an IB net handle");
   // A socket net handle is not an IB net handle either.
-  socket_net_wire::Handle socketHandle{socket_net_wire::kHandleMagic, 1, 16, {}, 0};
+  socket_net_wire::Handle socketHandle{socket_net_wire::kHandleMagic, 1, 16, {}, {0, 0}, 0};
   memcpy(handle_.data(), &socketHandle, sizeof(socketHandle));
   expectInvalid(net_->connect(0, handle_.data(), &send), "not an IB net handle");
   // A well-formed handle still needs a device.

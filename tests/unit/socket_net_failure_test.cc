@@ -108,17 +108,18 @@ TEST_F(SocketNetTest, MalformedHellosAreDroppedAndAGoodConnectionStillWorks) {
   for (char& b : noise) b = static_cast<char>(random());
   Socket garbage = rawClient(c.handle);
   sendRaw(garbage, noise.data(), noise.size());
-  wire::Hello hello{wire::kHelloMagic, 99, 0, 1};
+  const wire::Hello hello = wire::makeHello(handleKey(c.handle), 99, 0, 1);
   Socket truncated = rawClient(c.handle);
   sendRaw(truncated, &hello, 10);
   truncated.close();
   Socket silent = rawClient(c.handle);  // connects, says nothing, stays open
   sendRaw(silent, &hello, 5);
-  wire::Hello huge{wire::kHelloMagic, 100, 0, 1u << 31};
+  const wire::Hello huge = wire::makeHello(handleKey(c.handle), 100, 0, 1u << 31);
   Socket hugeCount = rawClient(c.handle);
   sendRaw(hugeCount, &huge, sizeof(huge));
   // Two sockets past the last index: were they counted, connection 101 would be complete.
-  wire::Hello badIndex[2] = {{wire::kHelloMagic, 101, 7, 1}, {wire::kHelloMagic, 101, 2, 1}};
+  const wire::Hello badIndex[2] = {wire::makeHello(handleKey(c.handle), 101, 7, 1),
+                                   wire::makeHello(handleKey(c.handle), 101, 2, 1)};
   Socket outOfRange[2] = {rawClient(c.handle), rawClient(c.handle)};
   sendRaw(outOfRange[0], &badIndex[0], sizeof(wire::Hello));
   sendRaw(outOfRange[1], &badIndex[1], sizeof(wire::Hello));
@@ -140,6 +141,45 @@ TEST_F(SocketNetTest, MalformedHellosAreDroppedAndAGoodConnectionStillWorks) {
   ASSERT_NE(c.send, nullptr);
   ASSERT_NE(c.recv, nullptr);
   ASSERT_NO_FATAL_FAILURE(transfer(net, c, (1 << 20) + 3, (1 << 20) + 3, 50));
+}
+
+// A local process that connects first, with well-formed hellos but no proof of the
+// listener's key (none, or a guessed key), does not take the connection: the rank that holds
+// the handle gets it, and its bytes arrive.
+TEST_F(SocketNetTest, ForgedHellosWithoutTheKeyDoNotTakeTheConnection) {
+  SocketNet net;
+  ASSERT_EQ(net.init(), ncclSuccess);
+  Connection c;
+  ASSERT_EQ(net.listen(0, c.handle.data(), &c.listen), ncclSuccess);
+  const SipKey guessed{handleKey(c.handle).k0 ^ 1, handleKey(c.handle).k1};
+  std::vector<Socket> forgers;
+  for (uint32_t i = 0; i < 2; ++i) {  // a complete connection's worth: control and one data socket
+    wire::Hello noProof = wire::makeHello(handleKey(c.handle), 0xf00d, i, 1);
+    noProof.proof = 0;
+    forgers.push_back(rawClient(c.handle));
+    sendRaw(forgers.back(), &noProof, sizeof(noProof));
+    const wire::Hello wrongKey = wire::makeHello(guessed, 0xbeef, i, 1);
+    forgers.push_back(rawClient(c.handle));
+    sendRaw(forgers.back(), &wrongKey, sizeof(wrongKey));
+  }
+  for (int i = 0; i < 10; ++i) {
+    NetRecvComm* recv = nullptr;
+    ASSERT_EQ(net.accept(c.listen, &recv), ncclSuccess);
+    ASSERT_EQ(recv, nullptr) << "a connection without the key's proof was accepted";
+  }
+  Handle peerHandle = c.handle;
+  for (auto deadline = Clock::now() + std::chrono::seconds(5);
+       (c.send == nullptr || c.recv == nullptr) && Clock::now() < deadline;) {
+    if (c.send == nullptr) {
+      ASSERT_EQ(net.connect(0, peerHandle.data(), &c.send), ncclSuccess);
+    }
+    if (c.recv == nullptr) {
+      ASSERT_EQ(net.accept(c.listen, &c.recv), ncclSuccess);
+    }
+  }
+  ASSERT_NE(c.send, nullptr);
+  ASSERT_NE(c.recv, nullptr);
+  ASSERT_NO_FATAL_FAILURE(transfer(net, c, 4099, 4099, 51));
 }
 
 // A peer that speaks the hello correctly, then a bad message header, fails only the
@@ -165,7 +205,8 @@ TEST_F(SocketNetTest, ForgedPeerWithBadHeaderFailsItsReceiveOnly) {
     SCOPED_TRACE(test.what);
     Socket control = rawClient(good.handle);
     Socket data = rawClient(good.handle);
-    wire::Hello hellos[2] = {{wire::kHelloMagic, connectionId, 0, 1}, {wire::kHelloMagic, connectionId, 1, 1}};
+    const wire::Hello hellos[2] = {wire::makeHello(handleKey(good.handle), connectionId, 0, 1),
+                                   wire::makeHello(handleKey(good.handle), connectionId, 1, 1)};
     ++connectionId;
     sendRaw(control, &hellos[0], sizeof(wire::Hello));
     sendRaw(data, &hellos[1], sizeof(wire::Hello));

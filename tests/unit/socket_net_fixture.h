@@ -95,6 +95,13 @@ inline std::vector<char> pattern(size_t size, uint32_t seed) {
   return bytes;
 }
 
+// The listener's key in `handle`: what a test playing a rank (or a forger) proves knowledge of.
+inline SipKey handleKey(const Handle& handle) {
+  wire::Handle h;
+  memcpy(&h, handle.data(), sizeof(h));
+  return wire::keyOf(h);
+}
+
 inline SocketAddress handleAddress(const Handle& handle) {
   wire::Handle h;
   memcpy(&h, handle.data(), sizeof(h));

@@ -270,7 +270,7 @@ TEST_F(SocketNetTest, ThreadsCloseQuicklyWhenThePeerIsSilent) {
   std::vector<Socket> forged(dataSockets + 1);
   for (uint32_t i = 0; i <= dataSockets; ++i) {
     ASSERT_EQ(Socket::connect(handleAddress(c.handle), Deadline(5, nullptr), &forged[i]), ncclSuccess);
-    wire::Hello hello{wire::kHelloMagic, 0x51e7, i, dataSockets};
+    const wire::Hello hello = wire::makeHello(handleKey(c.handle), 0x51e7, i, dataSockets);
     ASSERT_EQ(forged[i].sendAll(&hello, sizeof(hello), Deadline(5, nullptr)), ncclSuccess);
   }
   NetRecvComm* silent = nullptr;

@@ -224,7 +224,14 @@ std::unique_ptr<IbComm> IbHandshake::takeComm() {
 ncclResult_t IbListener::progress(std::unique_ptr<IbComm>* comm) {
   while (pending_.size() < kMaxPending) {
     TcpStream stream;
-    CHORUS_CHECK(TcpStream::tryAccept(socket_, &stream));
+    bool exhausted = false;
+    CHORUS_CHECK(TcpStream::tryAccept(socket_, &stream, &exhausted));
+    if (exhausted) {  // the oldest handshake not yet done goes, to make room
+      const size_t shed = pending_.empty() ? 0 : 1;
+      if (shed) pending_.erase(pending_.begin());
+      warnOutOfDescriptors("NET/IB listener", shed);
+      break;
+    }
     if (!stream.valid()) break;
     pending_.push_back(std::make_unique<IbHandshake>(/*sending=*/false, port_, settings_, std::move(stream)));
   }

@@ -22,8 +22,12 @@ uint64_t newConnectionId() {
 
 }  // namespace
 
-PendingConnect::PendingConnect(const SocketAddress& address, uint32_t dataSockets, int trafficClass)
-    : sockets_(dataSockets + 1), id_(newConnectionId()), dataSockets_(dataSockets), trafficClass_(trafficClass) {
+PendingConnect::PendingConnect(const SocketAddress& address, uint32_t dataSockets, int trafficClass, const SipKey& key)
+    : sockets_(dataSockets + 1),
+      id_(newConnectionId()),
+      dataSockets_(dataSockets),
+      trafficClass_(trafficClass),
+      key_(key) {
   for (auto& socket : sockets_) socket.peer = address;
 }
 
@@ -42,7 +46,7 @@ ncclResult_t PendingConnect::progress(bool* ready) {
     bool connected = false;
     CHORUS_CHECK(socket.stream.pollConnected(&connected));
     if (connected && socket.helloSent < sizeof(Hello)) {
-      Hello hello{kHelloMagic, id_, i, dataSockets_};
+      const Hello hello = makeHello(key_, id_, i, dataSockets_);
       size_t sent = 0;
       CHORUS_CHECK(socket.stream.sendSome(reinterpret_cast<const char*>(&hello) + socket.helloSent,
                                           sizeof(Hello) - socket.helloSent, &sent));

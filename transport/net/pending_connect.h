@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/keyed_hash.h"
 #include "core/socket.h"
 #include "nccl.h"
 #include "transport/net/net.h"
@@ -18,7 +19,8 @@ namespace chorus {
 class PendingConnect {
  public:
   // `trafficClass` (0-255, or kNetTrafficClassUndef) goes to every socket's IP_TOS / IPV6_TCLASS.
-  PendingConnect(const SocketAddress& address, uint32_t dataSockets, int trafficClass);
+  // `key`: the listener's, from its handle; each socket's hello proves it (socket_net_wire.h).
+  PendingConnect(const SocketAddress& address, uint32_t dataSockets, int trafficClass, const SipKey& key);
 
   ncclResult_t start();
   // True once every socket is connected and has sent its hello.
@@ -36,6 +38,7 @@ class PendingConnect {
   uint64_t id_;
   uint32_t dataSockets_;
   int trafficClass_;
+  SipKey key_;
 };
 
 }  // namespace chorus

@@ -1,6 +1,9 @@
 #include "transport/net/socket_net.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstddef>
 #include <cstdlib>
@@ -155,12 +158,16 @@ ncclResult_t SocketNet::listen(int dev, void* handle, NetListenComm** listenComm
   CHORUS_CHECK(checkDevice("listen()", dev));
   Socket socket;
   CHORUS_CHECK(Socket::listen(devices_[dev].address, &socket));
-  Handle wire{kHandleMagic, static_cast<uint32_t>(dataSockets_), socket.address().length(), {}, 0};
+  Handle wire{kHandleMagic, static_cast<uint32_t>(dataSockets_), socket.address().length(), {}, {0, 0}, 0};
   memcpy(wire.address, socket.address().sa(), wire.addressLength);
+  if (getrandom(wire.key, sizeof(wire.key), 0) != static_cast<ssize_t>(sizeof(wire.key))) {
+    WARN("NET/Socket: listen(): getrandom for the listener's key failed: %s", strerror(errno));
+    return ncclSystemError;
+  }
   memset(handle, 0, kNetHandleSize);
   memcpy(handle, &wire, sizeof(wire));
   INFO(kSubsysNet, "NET/Socket: listening on %s (%s)", socket.address().toString().c_str(), devices_[dev].name.c_str());
-  auto listener = std::make_unique<SocketListener>(std::move(socket), static_cast<uint32_t>(dataSockets_));
+  auto listener = std::make_unique<SocketListener>(std::move(socket), static_cast<uint32_t>(dataSockets_), keyOf(wire));
   *listenComm = reinterpret_cast<NetListenComm*>(listener.get());
   listeners_.emplace(listener.get(), std::move(listener));
   return ncclSuccess;
@@ -183,7 +190,7 @@ ncclResult_t SocketNet::connect(int dev, const NetCommConfig& config, void* hand
            static_cast<unsigned long long>(wire.magic), wire.dataSockets, wire.addressLength);
       return ncclInvalidArgument;
     }
-    auto pending = std::make_unique<PendingConnect>(address, wire.dataSockets, config.trafficClass);
+    auto pending = std::make_unique<PendingConnect>(address, wire.dataSockets, config.trafficClass, keyOf(wire));
     CHORUS_CHECK(pending->start());
     wire.connectId = nextConnectId_++;
     memcpy(connectId, &wire.connectId, sizeof(wire.connectId));

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/keyed_hash.h"
 #include "transport/net/net.h"
 
 namespace chorus::socket_net_wire {
@@ -17,25 +18,40 @@ inline constexpr uint32_t kHeaderMagic = 0x4e4d5347u;            // "NMSG"
 inline constexpr uint32_t kMaxDataSockets = 64;
 inline constexpr size_t kMinChunkBytes = 64 << 10;
 
-// The listen handle. `connectId` is the sender's own progress (0 on the wire): connect()
-// stores the id of its pending connection there between calls.
+// The listen handle, which only the ranks of the communicator get (over its bootstrap).
+// `key`: the listener's random key, which a connecting socket proves it knows. `connectId`
+// is the sender's own progress (0 on the wire): connect() stores the id of its pending
+// connection there between calls.
 struct Handle {
   uint64_t magic;
   uint32_t dataSockets;
   uint32_t addressLength;
   uint8_t address[28];  // a sockaddr_in or sockaddr_in6
+  uint64_t key[2];
   uint64_t connectId;
 };
 static_assert(sizeof(Handle) <= kNetHandleSize);
 
 // First bytes on every socket of a connection: which connection and which socket
-// (0: control, 1..dataSockets: data).
+// (0: control, 1..dataSockets: data), and `proof` that the sender holds the listen handle:
+// a keyed hash of the rest under the listener's key (the key itself never travels here).
+// Each socket of a connection is accepted once, so a copied hello gains nothing.
 struct Hello {
   uint64_t magic;
   uint64_t connectionId;
   uint32_t index;
   uint32_t dataSockets;
+  uint64_t proof;
 };
+
+inline uint64_t helloProof(const SipKey& key, uint64_t connectionId, uint32_t index, uint32_t dataSockets) {
+  const uint64_t words[3] = {kHelloMagic, connectionId, (uint64_t{index} << 32) | dataSockets};
+  return sipHash24(key, words);
+}
+inline Hello makeHello(const SipKey& key, uint64_t connectionId, uint32_t index, uint32_t dataSockets) {
+  return Hello{kHelloMagic, connectionId, index, dataSockets, helloProof(key, connectionId, index, dataSockets)};
+}
+inline SipKey keyOf(const Handle& handle) { return SipKey{handle.key[0], handle.key[1]}; }
 
 // On the control socket before each message.
 struct Header {

@@ -68,7 +68,7 @@ ncclResult_t TcpStream::pollConnected(bool* connected) {
   return ncclSuccess;
 }
 
-ncclResult_t TcpStream::tryAccept(const Socket& listener, TcpStream* out) {
+ncclResult_t TcpStream::tryAccept(const Socket& listener, TcpStream* out, bool* outOfDescriptors) {
   for (;;) {
     sockaddr_storage peer{};
     socklen_t len = sizeof(peer);
@@ -83,6 +83,10 @@ ncclResult_t TcpStream::tryAccept(const Socket& listener, TcpStream* out) {
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+    if (acceptOutOfDescriptors(errno)) {
+      if (outOfDescriptors) *outOfDescriptors = true;
+      return ncclSuccess;
+    }
     WARN("NET/Socket: accept() on %s failed: %s", listener.address().toString().c_str(), strerror(errno));
     return ncclSystemError;
   }

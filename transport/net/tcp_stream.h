@@ -43,7 +43,8 @@ class TcpStream {
   ncclResult_t setTrafficClass(int trafficClass);
 
   // Takes one queued connection off `listener`; `*out` stays invalid when there is none.
-  static ncclResult_t tryAccept(const Socket& listener, TcpStream* out);
+  // Out of descriptors is transient, as for Socket::tryAccept (`*outOfDescriptors`).
+  static ncclResult_t tryAccept(const Socket& listener, TcpStream* out, bool* outOfDescriptors = nullptr);
 
   // Move what the kernel takes or holds right now. A peer that closed the connection
   // sets `*closed` (receive) or fails with ncclRemoteError (send).
