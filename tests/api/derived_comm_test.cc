@@ -85,6 +85,15 @@ ncclResult_t waitWhileInProgress(ncclComm_t comm, std::chrono::seconds limit = s
 
 // One thread drives 4 ranks: the splits must be in a group. Color = parent rank % 2 and
 // key = 10 - parent rank reverse each color's order: color 0 is {2, 0}, color 1 {3, 1}.
+// A rank that stays silent (calls nothing) until `done` reaches `others`, then leaves by
+// aborting its communicator.
+RankOutcome staySilentUntil(const std::atomic<int>& done, int others, ncclComm_t comm) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  while (done.load() < others && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ncclCommAbort(comm);
+  return RankOutcome::pass();
+}
+
 TEST(CommSplit, ColorsAndKeysInOneGroupFromOneThread) {
   EXPECT_RANKS_OK(runAllRanksOneThread(4, [](std::span<const ncclComm_t> comms) {
     const int n = static_cast<int>(comms.size());
@@ -356,13 +365,7 @@ TEST(CommShrink, AbortStopsWorkStuckOnASilentRank) {
     const ncclResult_t init = ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
     if ((init != ncclSuccess && init != ncclInProgress) || waitWhileInProgress(comm) != ncclSuccess)
       return RankOutcome::fail("non-blocking init failed");
-    if (rank == 2) {  // silent until the others are done, then leaves
-      const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
-      while (survivorsDone.load() < 2 && Clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      ncclCommAbort(comm);
-      return RankOutcome::pass();
-    }
+    if (rank == 2) return staySilentUntil(survivorsDone, 2, comm);
     FailureLog log;
     std::vector<int32_t> stuck(4096, 1);
     const ncclResult_t issued =
@@ -458,13 +461,7 @@ TEST(CommRevoke, EndsAConnectionWaitForASilentRank) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 3, [](int rank, int nranks, const ncclUniqueId& id) {
     ncclComm_t comm = nullptr;
     if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init");
-    if (rank == 2) {  // silent until the others are done
-      const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
-      while (survivorsDone.load() < 2 && Clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      ncclCommAbort(comm);
-      return RankOutcome::pass();
-    }
+    if (rank == 2) return staySilentUntil(survivorsDone, 2, comm);
     FailureLog log;
     std::thread revoker([comm, &log] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -13,33 +13,11 @@
 
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
+#include "harness/socket_count.h"
 #include "nccl.h"
 
 namespace chorus_test {
 namespace {
-
-// TCP sockets of this process whose traffic class is `trafficClass`.
-int socketsWithTrafficClass(int trafficClass) {
-  int found = 0;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = readdir(dir)) {
-    const int fd = atoi(entry->d_name);
-    int type = 0;
-    socklen_t length = sizeof(type);
-    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) continue;
-    int value = -1;
-    length = sizeof(value);
-    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &value, &length) == 0 && value == trafficClass) {
-      ++found;
-      continue;
-    }
-    length = sizeof(value);
-    if (getsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &value, &length) == 0 && value == trafficClass) ++found;
-  }
-  closedir(dir);
-  return found;
-}
 
 // Two ranks as threads over the socket net; returns the sockets carrying `trafficClass`
 // while the communicators are alive (after an AllReduce connected them).

@@ -98,6 +98,28 @@ void sendRaw(Socket& socket, const void* data, size_t size) {
   EXPECT_EQ(socket.sendAll(data, size, Deadline(5, nullptr)), ncclSuccess);
 }
 
+// After junk sent to `c`'s listener: accept() meets all of it (and takes none of it as a
+// connection), then a real connect and accept pair up.
+void connectPastJunk(SocketNet& net, Connection* c) {
+  for (int i = 0; i < 10; ++i) {
+    NetRecvComm* recv = nullptr;
+    ASSERT_EQ(net.accept(c->listen, &recv), ncclSuccess);
+    ASSERT_EQ(recv, nullptr) << "a junk connection was accepted";
+  }
+  Handle peerHandle = c->handle;
+  for (auto deadline = Clock::now() + std::chrono::seconds(5);
+       (c->send == nullptr || c->recv == nullptr) && Clock::now() < deadline;) {
+    if (c->send == nullptr) {
+      ASSERT_EQ(net.connect(0, peerHandle.data(), &c->send), ncclSuccess);
+    }
+    if (c->recv == nullptr) {
+      ASSERT_EQ(net.accept(c->listen, &c->recv), ncclSuccess);
+    }
+  }
+  ASSERT_NE(c->send, nullptr);
+  ASSERT_NE(c->recv, nullptr);
+}
+
 TEST_F(SocketNetTest, MalformedHellosAreDroppedAndAGoodConnectionStillWorks) {
   SocketNet net;
   ASSERT_EQ(net.init(), ncclSuccess);
@@ -123,23 +145,7 @@ TEST_F(SocketNetTest, MalformedHellosAreDroppedAndAGoodConnectionStillWorks) {
   Socket outOfRange[2] = {rawClient(c.handle), rawClient(c.handle)};
   sendRaw(outOfRange[0], &badIndex[0], sizeof(wire::Hello));
   sendRaw(outOfRange[1], &badIndex[1], sizeof(wire::Hello));
-  for (int i = 0; i < 10; ++i) {  // the listener meets all of them before the good connection
-    NetRecvComm* recv = nullptr;
-    ASSERT_EQ(net.accept(c.listen, &recv), ncclSuccess);
-    ASSERT_EQ(recv, nullptr) << "a malformed connection was accepted";
-  }
-  Handle peerHandle = c.handle;
-  for (auto deadline = Clock::now() + std::chrono::seconds(5);
-       (c.send == nullptr || c.recv == nullptr) && Clock::now() < deadline;) {
-    if (c.send == nullptr) {
-      ASSERT_EQ(net.connect(0, peerHandle.data(), &c.send), ncclSuccess);
-    }
-    if (c.recv == nullptr) {
-      ASSERT_EQ(net.accept(c.listen, &c.recv), ncclSuccess);
-    }
-  }
-  ASSERT_NE(c.send, nullptr);
-  ASSERT_NE(c.recv, nullptr);
+  ASSERT_NO_FATAL_FAILURE(connectPastJunk(net, &c));
   ASSERT_NO_FATAL_FAILURE(transfer(net, c, (1 << 20) + 3, (1 << 20) + 3, 50));
 }
 
@@ -162,23 +168,7 @@ TEST_F(SocketNetTest, ForgedHellosWithoutTheKeyDoNotTakeTheConnection) {
     forgers.push_back(rawClient(c.handle));
     sendRaw(forgers.back(), &wrongKey, sizeof(wrongKey));
   }
-  for (int i = 0; i < 10; ++i) {
-    NetRecvComm* recv = nullptr;
-    ASSERT_EQ(net.accept(c.listen, &recv), ncclSuccess);
-    ASSERT_EQ(recv, nullptr) << "a connection without the key's proof was accepted";
-  }
-  Handle peerHandle = c.handle;
-  for (auto deadline = Clock::now() + std::chrono::seconds(5);
-       (c.send == nullptr || c.recv == nullptr) && Clock::now() < deadline;) {
-    if (c.send == nullptr) {
-      ASSERT_EQ(net.connect(0, peerHandle.data(), &c.send), ncclSuccess);
-    }
-    if (c.recv == nullptr) {
-      ASSERT_EQ(net.accept(c.listen, &c.recv), ncclSuccess);
-    }
-  }
-  ASSERT_NE(c.send, nullptr);
-  ASSERT_NE(c.recv, nullptr);
+  ASSERT_NO_FATAL_FAILURE(connectPastJunk(net, &c));
   ASSERT_NO_FATAL_FAILURE(transfer(net, c, 4099, 4099, 51));
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/interfaces.h"
 #include "core/socket.h"
+#include "tests/harness/socket_count.h"
 #include "transport/net/socket_net.h"
 
 namespace chorus::socket_net_test {
@@ -61,29 +62,7 @@ inline int openFdCount() {
   return count;
 }
 
-// TCP sockets of this process whose traffic class (IP_TOS or IPV6_TCLASS) is `trafficClass`
-// (tests/api/net_config_test.cc counts them the same way through the public API).
-inline int socketsWithTrafficClass(int trafficClass) {
-  int found = 0;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = readdir(dir)) {
-    const int fd = atoi(entry->d_name);
-    int type = 0;
-    socklen_t length = sizeof(type);
-    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) continue;
-    int value = -1;
-    length = sizeof(value);
-    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &value, &length) == 0 && value == trafficClass) {
-      ++found;
-      continue;
-    }
-    length = sizeof(value);
-    if (getsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &value, &length) == 0 && value == trafficClass) ++found;
-  }
-  closedir(dir);
-  return found;
-}
+using chorus_test::socketsWithTrafficClass;  // tests/harness/socket_count.h
 
 // A byte pattern that differs at every offset of a message and between messages.
 inline std::vector<char> pattern(size_t size, uint32_t seed) {

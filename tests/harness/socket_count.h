@@ -1,0 +1,38 @@
+// TCP sockets of this process by traffic class: what tests of ncclConfig_t.trafficClass and
+// of the net plugins count. Header-only and OS-only (no Chorus code), so that the unit tests
+// (which link the static library) and the API tests (the shared one) both use it.
+#pragma once
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+
+namespace chorus_test {
+
+// TCP sockets of this process whose traffic class (IP_TOS or IPV6_TCLASS) is `trafficClass`;
+// -1 when /proc/self/fd cannot be read.
+inline int socketsWithTrafficClass(int trafficClass) {
+  int found = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (dirent* entry = readdir(dir)) {
+    const int fd = atoi(entry->d_name);
+    int type = 0;
+    socklen_t length = sizeof(type);
+    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) continue;
+    int value = -1;
+    length = sizeof(value);
+    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &value, &length) == 0 && value == trafficClass) {
+      ++found;
+      continue;
+    }
+    length = sizeof(value);
+    if (getsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &value, &length) == 0 && value == trafficClass) ++found;
+  }
+  closedir(dir);
+  return found;
+}
+
+}  // namespace chorus_test
