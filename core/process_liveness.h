@@ -1,9 +1,9 @@
 // Whether a process of this host that shares memory with this one is alive, as the kernel
-// says. Each such process holds an exclusive flock on a file of its own in /dev/shm, named
-// by its process id (PeerInfo::processId, unique per process); the kernel drops the lock
-// when the process exits, before it is a zombie, and the name means the same in every PID
-// namespace that shares /dev/shm. A peer that is merely slow keeps its lock, so it is never
-// declared dead; one whose file is gone, or whose lock is free, has exited.
+// says. Each such process holds an exclusive POSIX record lock on a file of its own in
+// /dev/shm, named by its process id (PeerInfo::processId, unique per process); the kernel
+// drops the lock when the process exits, before it is a zombie, a child made by fork() does
+// not inherit it, and the name means the same in every PID namespace that shares /dev/shm. A peer that is merely slow
+// keeps its lock, so it is never declared dead; one whose file is gone, or whose lock is free, has exited.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,8 @@ std::string processTag(uint64_t processId);
 void removeWhatDeadProcessesLeft();
 
 // Creates this process's file and takes its lock, once per process (first removing what
-// dead processes left in /dev/shm); later calls return the first answer. False (with a WARN naming the call and errno)
+// dead processes left in /dev/shm); later calls with the same id return the first answer,
+// and a forked child (a new id) gets a file of its own. False (with a WARN naming the call and errno)
 // when it cannot: peers then cannot tell whether this process lives and rely on their timeouts.
 bool announceThisProcess(uint64_t processId);
 

@@ -75,7 +75,7 @@ class NetTransport : public Transport {
     if (net == nullptr) return ncclSystemError;
     std::unique_ptr<NetConnection> conn;
     CHORUS_CHECK(makeConnection(*net, layout, peer, false, &conn));
-    memset(handle, 0, sizeof(*handle));  // padding too: the handle crosses the network
+    memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::Net;
     handle->layout = layout;
     CHORUS_CHECK(conn->listen(deviceFor(*net, peer.rank), handle->netHandle));

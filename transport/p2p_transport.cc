@@ -95,7 +95,7 @@ class P2pTransport : public Transport {
       std::lock_guard<std::mutex> lock(blockTableMutex());
       blockTable()[reinterpret_cast<uint64_t>(block->memory())] = block;
     }
-    memset(handle, 0, sizeof(*handle));  // padding too: the handle crosses the network
+    memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::P2p;
     handle->bytes = bytes;
     handle->layout = layout;

@@ -124,7 +124,7 @@ class ShmTransport : public Transport {
     }
     const int peerAlive = fillEnd(base, layout, self, peer, end);
     auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout, peerAlive);
-    memset(handle, 0, sizeof(*handle));  // padding too: the handle crosses the network
+    memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
     handle->layout = layout;

@@ -8,13 +8,37 @@
 
 #include "core/debug.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace chorus {
 namespace {
 
 constexpr size_t kStackBytes = 256 * 1024;
 
+// AddressSanitizer checks every access against the stack it believes the thread runs on:
+// each switch between the thread's own stack and a fiber's is announced to it. No-ops in
+// other builds.
+void startStackSwitch(void** fakeStack, const void* bottom, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fakeStack, bottom, size);
+#else
+  (void)fakeStack, (void)bottom, (void)size;
+#endif
+}
+void finishStackSwitch(void* fakeStack, const void** bottom, size_t* size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fakeStack, bottom, size);
+#else
+  (void)fakeStack, (void)bottom, (void)size;
+#endif
+}
+
 struct ThreadFibers {
   ucontext_t mainContext;
+  const void* mainBottom = nullptr;  // the thread's own stack, as AddressSanitizer reports it
+  size_t mainSize = 0;
   std::vector<std::unique_ptr<FiberStack>> stackPool;  // kept between runs: stacks are reused
   void* current = nullptr;                             // Fiber* running now, null on the main context
   int live = 0;
@@ -38,13 +62,22 @@ FiberStack::FiberStack(size_t bytes) {
 }
 
 FiberStack::~FiberStack() {
-  if (mapping_) munmap(mapping_, mappingBytes_);
+  if (!mapping_) return;
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer knows nothing of these stacks: the redzones its frames poisoned would
+  // outlive the mapping and flag whatever is mapped here next (a FIFO, say).
+  ASAN_UNPOISON_MEMORY_REGION(base_, size_);
+#endif
+  munmap(mapping_, mappingBytes_);
 }
 
 void FiberScheduler::trampoline() {
-  auto* fiber = static_cast<Fiber*>(tFibers.current);
+  ThreadFibers& tf = tFibers;
+  finishStackSwitch(nullptr, &tf.mainBottom, &tf.mainSize);
+  auto* fiber = static_cast<Fiber*>(tf.current);
   (*fiber->task)();
   fiber->done = true;
+  startStackSwitch(nullptr, tf.mainBottom, tf.mainSize);  // this fiber's frames are gone for good
   // Returning follows uc_link back to the main context.
 }
 
@@ -68,6 +101,8 @@ bool FiberScheduler::runAll(std::vector<Task>& tasks) {
     f.context.uc_stack.ss_sp = tf.stackPool[i]->base();
     f.context.uc_stack.ss_size = tf.stackPool[i]->size();
     f.context.uc_link = &tf.mainContext;
+    f.stackBottom = tf.stackPool[i]->base();
+    f.stackSize = tf.stackPool[i]->size();
     makecontext(&f.context, trampoline, 0);
   }
   tf.live = static_cast<int>(fibers.size());
@@ -75,7 +110,10 @@ bool FiberScheduler::runAll(std::vector<Task>& tasks) {
     for (Fiber& f : fibers) {
       if (f.done) continue;
       tf.current = &f;
+      void* mainFakeStack = nullptr;
+      startStackSwitch(&mainFakeStack, f.stackBottom, f.stackSize);
       swapcontext(&tf.mainContext, &f.context);
+      finishStackSwitch(mainFakeStack, nullptr, nullptr);
       tf.current = nullptr;
       if (f.done) --tf.live;
     }
@@ -87,7 +125,9 @@ bool FiberScheduler::yield() {
   ThreadFibers& tf = tFibers;
   if (tf.current == nullptr || tf.live <= 1) return false;
   auto* fiber = static_cast<Fiber*>(tf.current);
+  startStackSwitch(&fiber->fakeStack, tf.mainBottom, tf.mainSize);
   swapcontext(&fiber->context, &tf.mainContext);
+  finishStackSwitch(fiber->fakeStack, &tf.mainBottom, &tf.mainSize);
   return true;
 }
 

@@ -49,6 +49,9 @@ class FiberScheduler {
     ucontext_t context;
     Task* task = nullptr;
     bool done = false;
+    const void* stackBottom = nullptr;  // its stack, for AddressSanitizer's stack switches
+    size_t stackSize = 0;
+    void* fakeStack = nullptr;  // AddressSanitizer's while the fiber is switched out
   };
   static void trampoline();
 };

@@ -10,14 +10,14 @@ ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layou
   const PeerInfo& self = comm->peers[comm->rank];
   const Transport* t = selectTransport(self, comm->peers[peer]);
   ConnectHandle handle;
-  memset(&handle, 0, sizeof(handle));  // padding too: the handle crosses the network
+  memset(static_cast<void*>(&handle), 0, sizeof(handle));  // padding too: the handle crosses the network
   const ncclResult_t made =
       t == nullptr ? ncclSystemError
                    : t->createReceiver(layout, self, comm->peers[peer], &handle, &conn->end, &conn->resource);
   if (made != ncclSuccess) {
     // The peer waits for this handle: a failed one (no transport) tells it at once, instead
     // of leaving it to the bootstrap's timeout.
-    memset(&handle, 0, sizeof(handle));
+    memset(static_cast<void*>(&handle), 0, sizeof(handle));
     comm->bootstrap->send(peer, tag, &handle, sizeof(handle));
     return made;
   }

@@ -5,9 +5,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/file.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -25,14 +26,37 @@ int makeOldFile(const std::string& name) {
   return fd;
 }
 
+// A process that holds `name`'s lock until it is killed (POSIX locks belong to a process:
+// this test cannot play the live process itself).
+pid_t holdLockInChild(const std::string& name) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = shm_open(("/" + name).c_str(), O_RDWR, 0);
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    const char ok = fd >= 0 && fcntl(fd, F_SETLK, &lock) == 0 ? 1 : 0;
+    if (write(ready[1], &ok, 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  char ok = 0;
+  if (read(ready[0], &ok, 1) != 1 || !ok) return -1;
+  close(ready[0]);
+  close(ready[1]);
+  return pid;
+}
+
 TEST(ProcessLiveness, DeadProcessesFilesGoLiveOnesStay) {
   const uint64_t deadId = 0x00c0ffee00000001ull, liveId = 0x00c0ffee00000002ull;
   const std::string dead = processTag(deadId), live = processTag(liveId);
   close(makeOldFile("chorus-alive-" + dead));
   close(makeOldFile("chorus-" + dead + "-1-0-0000000000000001"));
-  const int liveFd = makeOldFile("chorus-alive-" + live);
-  ASSERT_EQ(flock(liveFd, LOCK_EX | LOCK_NB), 0);  // this test plays the live process
+  close(makeOldFile("chorus-alive-" + live));
   close(makeOldFile("chorus-" + live + "-1-0-0000000000000002"));
+  const pid_t liveProcess = holdLockInChild("chorus-alive-" + live);
+  ASSERT_GT(liveProcess, 0);
 
   // A peer's handle on each: the dead one reads dead, the live one alive.
   const int onDead = openPeerLiveness(deadId), onLive = openPeerLiveness(liveId);
@@ -46,10 +70,12 @@ TEST(ProcessLiveness, DeadProcessesFilesGoLiveOnesStay) {
   EXPECT_TRUE(exists("chorus-" + live + "-1-0-0000000000000002"));
   EXPECT_FALSE(peerAlive(onDead, deadId));
   EXPECT_TRUE(peerAlive(onLive, liveId));
+  EXPECT_TRUE(peerAlive(onLive, liveId)) << "checking does not take the live process's lock away";
   closePeerLiveness(onDead);
 
   // The live one dies (its lock goes): a peer's check says so and removes its files.
-  close(liveFd);
+  kill(liveProcess, SIGKILL);
+  waitpid(liveProcess, nullptr, 0);
   EXPECT_FALSE(peerAlive(onLive, liveId));
   EXPECT_FALSE(exists("chorus-alive-" + live));
   EXPECT_FALSE(exists("chorus-" + live + "-1-0-0000000000000002"));
