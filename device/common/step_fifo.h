@@ -56,6 +56,13 @@ struct StepFifoControl {
   alignas(kCacheLine) uint32_t broken;  // nonzero: give up on this connection
 };
 
+// Marks a connection broken for `cause` (host side), unless it already is: the first cause stays.
+inline void markBroken(StepFifoControl* ctrl, BrokenCause cause) {
+  uint32_t expected = 0;
+  __atomic_compare_exchange_n(&ctrl->broken, &expected, static_cast<uint32_t>(cause), false, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
+}
+
 // How a connection's memory is laid out: the control block, then one buffer per protocol.
 struct FifoLayout {
   int nSlots = kNcclSteps;

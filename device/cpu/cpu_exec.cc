@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -22,6 +23,15 @@ constexpr uint64_t kYieldRounds = 2048;
 constexpr uint64_t kProxiedYieldRounds = 128;
 
 }  // namespace
+
+void ExecContext::configure(const std::atomic<uint32_t>* abort, const std::atomic<uint32_t>* revoke, int ofRank,
+                            double timeout, int localRanks) {
+  abortFlag = abort;
+  revokeFlag = revoke;
+  rank = ofRank;
+  timeoutSec = timeout;
+  spins = localRanks > sysconf(_SC_NPROCESSORS_ONLN) ? kOversubscribedSpins : kDefaultSpins;
+}
 
 CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
   ++state->rounds;

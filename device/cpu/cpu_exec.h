@@ -37,6 +37,12 @@ struct ExecContext {
   std::atomic<int> result{ncclSuccess};  // first failure wins
   std::atomic<bool> peersTold{false};    // the failure was marked on every connection (lane_runner.cc)
 
+  // The waits of `ofRank` of a communicator: they end when either flag is set, or after
+  // `timeout` seconds without progress (0: never); with more ranks on the host than cores
+  // (`localRanks`) they yield after few polls, since the peer waited for may need this very core.
+  void configure(const std::atomic<uint32_t>* abort, const std::atomic<uint32_t>* revoke, int ofRank, double timeout,
+                 int localRanks);
+
   void setError(ncclResult_t r) {
     int expected = ncclSuccess;
     result.compare_exchange_strong(expected, r);

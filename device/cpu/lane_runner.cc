@@ -22,10 +22,7 @@ void runWorkItem(CpuExec& exec, ExecContext& ctx, const CommView& comm, const Wo
 }
 
 void markBroken(FifoEnd* end) {
-  if (end == nullptr || end->ctrl == nullptr) return;
-  uint32_t expected = 0;  // keep the first cause
-  __atomic_compare_exchange_n(&end->ctrl->broken, &expected, static_cast<uint32_t>(kBrokenByPeer), false,
-                              __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  if (end != nullptr && end->ctrl != nullptr) markBroken(end->ctrl, kBrokenByPeer);
 }
 
 // A failed run tells every peer of its communicator at once, on every connection its lanes

@@ -53,10 +53,7 @@ void ncclComm::breakConnections() {
   // Send ends too: every end holds its FIFO's memory (a P2P sender shares its peer's), so a
   // peer waiting on either direction learns of it at once.
   forEachConnection([](chorus::Connection& c) {
-    if (!c.connected() || c.resource == nullptr) return;
-    uint32_t expected = 0;  // keep the first cause
-    __atomic_compare_exchange_n(&c.end.ctrl->broken, &expected, static_cast<uint32_t>(chorus::kBrokenByPeer), false,
-                                __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    if (c.connected() && c.resource != nullptr) chorus::markBroken(c.end.ctrl, chorus::kBrokenByPeer);
   });
 }
 

@@ -1,7 +1,5 @@
 #include "src/executor/executor_choice.h"
 
-#include <unistd.h>
-
 #include <string>
 
 #include "core/cuda_driver_api.h"
@@ -67,9 +65,8 @@ Executor& executorFor(ncclComm* comm) {
     // published, so no other thread can hold it.
     comm->executor = makeCudaExecutor();
   } else if (!comm->executor) {
-    const bool oversubscribed = comm->localRanks > sysconf(_SC_NPROCESSORS_ONLN);
     comm->executor = std::make_unique<CpuExecutor>(&comm->abortFlag, &comm->revokeFlag, comm->rank, comm->timeoutSec,
-                                                   oversubscribed);
+                                                   comm->localRanks);
   }
   if (!chosen && choice != ExecutorChoice::Undecided)
     comm->chosenExecutor.store(comm->executor.get(), std::memory_order_release);

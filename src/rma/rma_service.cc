@@ -89,7 +89,13 @@ ncclResult_t shareWindow(ncclComm* comm, ncclWindow_vidmem* win) {
 }
 
 RmaService::RmaService(ncclComm* comm)
-    : comm_(comm), received_(comm->nranks, 0), consumed_(comm->nranks, 0), failed_(comm->nranks) {
+    : comm_(comm),
+      received_(comm->nranks, 0),
+      consumed_(comm->nranks, 0),
+      failed_(comm->nranks),
+      sendWaits_(std::make_unique<ExecContext>()) {
+  sendWaits_->configure(&comm->abortFlag, &comm->revokeFlag, comm->rank, comm->timeoutSec, comm->localRanks);
+  sendWaits_->commName = comm->config.commName;
   if (comm->nranks > 1) thread_ = std::thread([this] { serve(); });
 }
 
@@ -121,7 +127,7 @@ bool RmaService::drain(int peer) {
     const int64_t bytes = end.ctrl->sizes[end.step & static_cast<uint64_t>(end.nSlots - 1)];
     if (!land(peer, end.slot(kSimple, end.step), bytes)) {
       // The sender's puts after this one would land on top of garbage: stop taking them.
-      __atomic_store_n(&end.ctrl->broken, static_cast<uint32_t>(kBrokenByPeer), __ATOMIC_RELEASE);
+      markBroken(end.ctrl, kBrokenByPeer);
       return any;
     }
     CpuExec::storeRelease(&end.ctrl->head, ++end.step);
@@ -216,16 +222,9 @@ ncclResult_t RmaService::put(int peer, const std::optional<RmaData>& data, bool 
     if (signal) countSignal(peer);
     return ncclSuccess;
   }
-  ExecContext ctx;
-  ctx.abortFlag = &comm_->abortFlag;
-  ctx.revokeFlag = &comm_->revokeFlag;
-  ctx.rank = comm_->rank;
-  ctx.commName = comm_->config.commName;
-  ctx.timeoutSec = comm_->timeoutSec;
-  if (comm_->localRanks > static_cast<int>(std::thread::hardware_concurrency()))
-    ctx.spins = ExecContext::kOversubscribedSpins;
-  CpuExec exec(ctx);
   std::lock_guard<std::mutex> lock(sendMutex_);
+  ExecContext& ctx = *sendWaits_;
+  CpuExec exec(ctx);
   FifoEnd& end = comm_->rmaSend[peer].end;
   const size_t maxPayload = end.slotBytes[static_cast<int>(kSimple)] - sizeof(RmaStepHeader);
   const size_t bytes = data ? data->bytes : 0;

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -29,6 +30,8 @@
 #include "src/comm/comm.h"
 
 namespace chorus {
+
+struct ExecContext;  // device/cpu/cpu_exec.h
 
 // What a put moves: `bytes` from `src` to `offset` in the target's copy of the window
 // registered as number `windowSeq`.
@@ -75,6 +78,8 @@ class RmaService {
   std::vector<uint64_t> consumed_;  // of which waits have consumed
   std::vector<std::string> failed_;
   std::mutex sendMutex_;  // one put at a time writes the send connections
+  // How a put waits for free slots; a failure sticks, as the communicator's does.
+  std::unique_ptr<ExecContext> sendWaits_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -21,6 +21,7 @@
 #include "harness/collective_case.h"
 #include "harness/failure_log.h"
 #include "harness/rank_launcher.h"
+#include "harness/record_file.h"
 #include "harness/scoped_env.h"
 #include "harness/tuning_log.h"
 #include "nccl.h"
@@ -33,29 +34,11 @@ constexpr size_t kForcedMaxBytes = 65536;
 std::string pluginPath(const char* file) { return std::string(CHORUS_TEST_TUNER_PLUGIN_DIR) + "/" + file; }
 
 // The file the test plugin records its calls in (CHORUS_TEST_TUNER_RECORD), for one test.
-class PluginRecord {
+class PluginRecord : public RecordFile {
  public:
-  explicit PluginRecord(ScopedEnv& env) {
-    char name[] = "/tmp/chorus_tuner_api_record_XXXXXX";
-    const int fd = mkstemp(name);
-    if (fd >= 0) close(fd);
-    path_ = name;
-    env.set("CHORUS_TEST_TUNER_RECORD", path_);
+  explicit PluginRecord(ScopedEnv& env) : RecordFile("chorus_tuner_api_record") {
+    env.set("CHORUS_TEST_TUNER_RECORD", path());
   }
-  ~PluginRecord() { unlink(path_.c_str()); }
-  PluginRecord(const PluginRecord&) = delete;
-  PluginRecord& operator=(const PluginRecord&) = delete;
-
-  std::vector<std::string> lines(const std::string& prefix) const {
-    std::vector<std::string> found;
-    std::ifstream in(path_);
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind(prefix, 0) == 0) found.push_back(line);
-    return found;
-  }
-
- private:
-  std::string path_;
 };
 
 // The word after `key` in a record line ("ctx", "nRanks", "commId").

@@ -17,6 +17,7 @@
 #include "core/debug.h"
 #include "socket_net_fixture.h"  // ScopedEnv
 #include "src/tune/tuner.h"
+#include "tests/harness/record_file.h"
 
 namespace chorus {
 namespace {
@@ -33,30 +34,14 @@ void markLastError() { WARN("%s", kMarker); }
 std::string pluginPath(const std::string& file) { return std::string(kPluginDir) + "/" + file; }
 
 // The file the plugin records its calls in, for one test, and the rules it follows.
-class PluginRecord {
+class PluginRecord : public chorus_test::RecordFile {
  public:
   explicit PluginRecord(const char* rules = "")
-      : path_(makePath()),
-        record_("CHORUS_TEST_TUNER_RECORD", path_.c_str()),
+      : RecordFile("chorus_tuner_record"),
+        record_("CHORUS_TEST_TUNER_RECORD", path().c_str()),
         rules_("CHORUS_TEST_TUNER_RULES", rules) {}
-  ~PluginRecord() { unlink(path_.c_str()); }
-
-  std::vector<std::string> lines(const std::string& prefix) const {
-    std::vector<std::string> found;
-    std::ifstream in(path_);
-    for (std::string line; std::getline(in, line);)
-      if (line.rfind(prefix, 0) == 0) found.push_back(line);
-    return found;
-  }
 
  private:
-  static std::string makePath() {
-    char name[] = "/tmp/chorus_tuner_record_XXXXXX";
-    const int fd = mkstemp(name);
-    if (fd >= 0) close(fd);
-    return name;
-  }
-  std::string path_;
   ScopedEnv record_;
   ScopedEnv rules_;
 };

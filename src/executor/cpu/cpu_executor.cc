@@ -7,12 +7,8 @@
 namespace chorus {
 
 CpuExecutor::CpuExecutor(const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag, int rank,
-                         double timeoutSec, bool oversubscribed) {
-  ctx_.abortFlag = abortFlag;
-  ctx_.revokeFlag = revokeFlag;
-  ctx_.rank = rank;
-  ctx_.timeoutSec = timeoutSec;
-  ctx_.spins = oversubscribed ? ExecContext::kOversubscribedSpins : ExecContext::kDefaultSpins;
+                         double timeoutSec, int localRanks) {
+  ctx_.configure(abortFlag, revokeFlag, rank, timeoutSec, localRanks);
 }
 
 ncclResult_t CpuExecutor::stage(ncclComm* comm, const std::vector<CollOp>& ops, GroupLaunch& group) {

@@ -15,11 +15,9 @@ namespace chorus {
 
 class CpuExecutor final : public Executor {
  public:
-  // Waits of `rank` end when `abortFlag` or `revokeFlag` is set or after `timeoutSec`
-  // without progress (0: never); `oversubscribed` (more ranks on the host than cores)
-  // makes them yield after few polls, since the peer waited for may need this very core.
+  // The waits of `rank`, as ExecContext::configure says.
   CpuExecutor(const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag, int rank,
-              double timeoutSec, bool oversubscribed);
+              double timeoutSec, int localRanks);
 
   ncclResult_t stage(ncclComm* comm, const std::vector<CollOp>& ops, GroupLaunch& group) override;
   ncclResult_t launch(ncclComm*, bool) override { return ncclSuccess; }  // nothing asynchronous
