@@ -41,6 +41,8 @@ constexpr Setting kSettings[] = {
     {"NCCL_COMM_BLOCKING", kInt64, "1", kHonoured, "default of config.blocking"},
     {"CHORUS_BOOTSTRAP_TIMEOUT", kInt64, "300", kHonoured, "seconds set-up may wait for other ranks"},
     {"CHORUS_TIMEOUT", kInt64, "600", kHonoured, "seconds a wait may see no progress (0 = never)"},
+    {"CHORUS_FINGERPRINTS", kInt64, "1", kHonoured,
+     "0: steps do not carry their call's number and description (mismatched calls go undetected)"},
     // Transports, channels, buffers.
     {"NCCL_P2P_DISABLE", kInt64, "0", kHonoured, "1: no in-process transport"},
     {"NCCL_SHM_DISABLE", kInt64, "0", kHonoured, "1: no shared-memory transport"},

@@ -38,11 +38,10 @@
 // LL128), lines that were never written since the connection started, provided it started
 // at least nSlots steps before that step (every real connection starts at step 0).
 //
-// No size travels with LL/LL128 steps: a receiver expecting more bytes than were sent
-// waits for lines that never come (until abort, timeout or the peer's death); one
-// expecting fewer silently takes a prefix. Both sides run the same calls, so this only
-// follows from a caller's mismatched send/recv counts, which Simple detects and these
-// protocols cannot.
+// Sizes and calls: every step is stamped (step_stamps.h) with its call and its bytes (its
+// lines times the line size). On a direct FIFO the stamp is written before the step's
+// first line and the receiver checks it before using any line, so a mismatched call or
+// count fails the step instead of reading a prefix or waiting for lines that never come.
 //
 // The pipeline works in blocks of kBlockLines lines through on-stack staging buffers:
 // unpack a block of each receive end, reduce it with the user's source, copy it to the
@@ -63,6 +62,7 @@
 #include "device/common/platform.h"
 #include "device/common/reduce_ops.h"
 #include "device/common/step_fifo.h"
+#include "device/common/step_stamps.h"
 #include "device/common/team_ops.h"
 
 namespace chorus {
@@ -141,11 +141,17 @@ class LinePrimitives {
  public:
   static constexpr Protocol kProtocol = Format::kProtocol;
 
-  CHORUS_HD LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
-      : exec_(exec), recv_(recv), send_(send), op_(op) {
+  CHORUS_HD LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op, const CallStamp& call = {})
+      : exec_(exec), recv_(recv), send_(send), op_(op), call_(call) {
     for (int i = 0; i < recv_.count && ok_; ++i) checkSlot(*recv_.ends[i]);
     for (int i = 0; i < send_.count && ok_; ++i) checkSlot(*send_.ends[i]);
+    if (exec_.tid() == 0) enterCall<Exec>(recv_, send_, call_);
   }
+  CHORUS_HD ~LinePrimitives() {
+    if (exec_.tid() == 0) leaveCall<Exec>(recv_, send_, call_);
+  }
+  LinePrimitives(const LinePrimitives&) = delete;
+  LinePrimitives& operator=(const LinePrimitives&) = delete;
 
   // Elements one step can carry: the smallest slot's payload among the connections.
   CHORUS_HD size_t maxStepElems() const {
@@ -262,8 +268,10 @@ class LinePrimitives {
     const size_t totalBytes = n * sizeof(T);
     const size_t totalLines = linesFor(totalBytes);
     if (exec_.tid() == 0) {
-      if constexpr (kRecv) awaitProxiedSteps(totalLines);
-      if constexpr (kSend) acquireSendSlots();
+      if constexpr (kRecv) awaitStampedSteps(totalLines);
+      if constexpr (kSend) {
+        if (acquireSendSlots()) stampDirectSends(totalLines);
+      }
     }
     ok_ = exec_.teamAll(ok_);
     if (!ok_) return;
@@ -354,23 +362,30 @@ class LinePrimitives {
     return true;
   }
 
-  // A proxied receive end's step is there only once its proxy has published tail (see
-  // step_fifo.h); its size, as received, is then checked like Simple's. Thread 0 only.
-  CHORUS_HD bool awaitProxiedSteps(size_t lines) {
+  // Every receive end's step must belong to this call (step_stamps.h) before its lines are
+  // used. A proxied end's step is there only once its proxy has published tail (see
+  // step_fifo.h); a direct end's stamp precedes its lines. Thread 0 only.
+  CHORUS_HD bool awaitStampedSteps(size_t lines) {
+    const int64_t bytes = static_cast<int64_t>(lines * Format::kLineBytes);
     for (int i = 0; i < recv_.count && ok_; ++i) {
       const FifoEnd& r = *recv_.ends[i];
-      if (!r.proxied) continue;
-      ok_ = awaitStep(exec_, r);
-      if (!ok_) break;
-      const int64_t got = r.ctrl->sizes[r.step & static_cast<uint64_t>(r.nSlots - 1)];
-      const int64_t expected = static_cast<int64_t>(lines * Format::kLineBytes);
-      if (got != expected) {
-        exec_.fail(r, "step size mismatch (send and receive counts differ)", static_cast<long>(got),
-                   static_cast<long>(expected));
-        ok_ = false;
+      if (r.proxied) {
+        ok_ = awaitStep(exec_, r) && checkStepStamp(exec_, r, kProtocol, bytes, call_);
+      } else if (call_.seq != 0) {  // unstamped work (fingerprints off) keeps direct lines bare
+        ok_ = checkStepStamp(exec_, r, kProtocol, bytes, call_);
       }
     }
     return ok_;
+  }
+
+  // A direct send end's stamp goes out before the step's first line (a proxied end's
+  // trailer follows its lines: finishSend). Thread 0 only.
+  CHORUS_HD void stampDirectSends(size_t lines) {
+    for (int i = 0; i < send_.count; ++i) {
+      const FifoEnd& s = *send_.ends[i];
+      if (!s.proxied && call_.seq != 0)
+        stampStep<Exec>(s, kProtocol, static_cast<int64_t>(lines * Format::kLineBytes), call_);
+    }
   }
 
   // Waits until every send end's slot for its current step has been released by its
@@ -389,9 +404,9 @@ class LinePrimitives {
       if (isRefreshStep(s.step, s.nSlots) && total > linesWritten) {
         Format::template writeEmptyLines<Exec>(lineAt(s, linesWritten), total - linesWritten, Format::flagOf(s.step));
       }
-      if (s.proxied) {  // the proxy sends the lines written, once tail says so
+      if (s.proxied) {  // the proxy sends the lines written and the stamp behind them, once tail says so
         s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] =
-            static_cast<int64_t>(linesWritten * Format::kLineBytes);
+            stampStep<Exec>(s, kProtocol, static_cast<int64_t>(linesWritten * Format::kLineBytes), call_);
         Exec::storeRelease(&s.ctrl->tail, s.step + 1);
       }
       ++s.step;
@@ -402,6 +417,7 @@ class LinePrimitives {
   PeerSet recv_;
   PeerSet send_;
   Op op_;
+  CallStamp call_;
   bool ok_ = true;
 };
 

@@ -27,17 +27,17 @@ CHORUS_HD_OUTLINE void runItem(Exec& exec, const CommView& comm, const WorkItem&
   T* recv = static_cast<T*>(w.recvbuff);
   switch (w.kind) {
     case WorkKind::LocalCopy: {
-      P prims(exec, PeerSet(), PeerSet(), op);
+      P prims(exec, PeerSet(), PeerSet(), op, w.stamp);
       prims.selfCopy(send, recv, w.range.count);
       return;
     }
     case WorkKind::Send: {
-      P prims(exec, PeerSet(), PeerSet(comm.p2pSend[w.root]), op);
+      P prims(exec, PeerSet(), PeerSet(comm.p2pSend[w.root]), op, w.stamp);
       p2pSend(prims, send, w.range.count);
       return;
     }
     case WorkKind::Recv: {
-      P prims(exec, PeerSet(comm.p2pRecv[w.root]), PeerSet(), op);
+      P prims(exec, PeerSet(comm.p2pRecv[w.root]), PeerSet(), op, w.stamp);
       p2pRecv(prims, recv, w.range.count);
       return;
     }
@@ -52,12 +52,12 @@ CHORUS_HD_OUTLINE void runItem(Exec& exec, const CommView& comm, const WorkItem&
       children.add(t.recvUp[i]);
       childrenDown.add(t.sendDown[i]);
     }
-    P up(exec, children, PeerSet(t.sendUp), op);
-    P down(exec, PeerSet(t.recvDown), childrenDown, op);
+    P up(exec, children, PeerSet(t.sendUp), op, w.stamp);
+    P down(exec, PeerSet(t.recvDown), childrenDown, op, w.stamp);
     treeAllReduce(up, down, t.parent >= 0, t.nChildren > 0, send, recv, w.range);
     return;
   }
-  P prims(exec, PeerSet(ch.ringRecv), PeerSet(ch.ringSend), op);
+  P prims(exec, PeerSet(ch.ringRecv), PeerSet(ch.ringSend), op, w.stamp);
   switch (w.kind) {
     case WorkKind::AllReduce:
       ringAllReduce(prims, ch.ringRanks, comm.nranks, send, recv, w.range);

@@ -27,6 +27,7 @@
 #include "device/common/platform.h"
 #include "device/common/reduce_ops.h"
 #include "device/common/step_fifo.h"
+#include "device/common/step_stamps.h"
 #include "device/common/team_ops.h"
 
 namespace chorus {
@@ -36,8 +37,17 @@ class SimplePrimitives {
  public:
   static constexpr Protocol kProtocol = Protocol::Simple;
 
-  CHORUS_HD SimplePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op)
-      : exec_(exec), recv_(recv), send_(send), op_(op) {}
+  // `call`: the stamp of the item's call, which every step sent carries and every step
+  // received must match (call_stamp.h).
+  CHORUS_HD SimplePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op, const CallStamp& call = {})
+      : exec_(exec), recv_(recv), send_(send), op_(op), call_(call) {
+    if (exec_.tid() == 0) enterCall<Exec>(recv_, send_, call_);
+  }
+  CHORUS_HD ~SimplePrimitives() {
+    if (exec_.tid() == 0) leaveCall<Exec>(recv_, send_, call_);
+  }
+  SimplePrimitives(const SimplePrimitives&) = delete;
+  SimplePrimitives& operator=(const SimplePrimitives&) = delete;
 
   // Elements one step can carry: the smallest slot among the connections.
   CHORUS_HD size_t maxStepElems() const {
@@ -151,13 +161,7 @@ class SimplePrimitives {
     if (exec_.tid() == 0) {
       for (int i = 0; i < recv_.count && ok_; ++i) {
         FifoEnd& r = *recv_.ends[i];
-        ok_ = awaitStep(exec_, r);
-        if (!ok_) break;
-        const int64_t got = r.ctrl->sizes[r.step & static_cast<uint64_t>(r.nSlots - 1)];
-        if (got != static_cast<int64_t>(n * sizeof(T))) {
-          exec_.fail(r, "step size mismatch (send and receive counts differ)", got, static_cast<long>(n * sizeof(T)));
-          ok_ = false;
-        }
+        ok_ = awaitStep(exec_, r) && checkStepStamp(exec_, r, kProtocol, static_cast<int64_t>(n * sizeof(T)), call_);
       }
     }
     ok_ = exec_.teamAll(ok_);
@@ -180,7 +184,8 @@ class SimplePrimitives {
       }
       for (int i = 0; out && i < send_.count; ++i) {
         FifoEnd& s = *send_.ends[i];
-        s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] = static_cast<int64_t>(n * sizeof(T));
+        s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] =
+            stampStep<Exec>(s, kProtocol, static_cast<int64_t>(n * sizeof(T)), call_);
         Exec::storeRelease(&s.ctrl->tail, ++s.step);
       }
     }
@@ -191,6 +196,7 @@ class SimplePrimitives {
   PeerSet recv_;
   PeerSet send_;
   Op op_;
+  CallStamp call_;
   bool ok_ = true;
 };
 

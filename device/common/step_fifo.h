@@ -11,8 +11,8 @@
 // once tail - s > 0 (differences, so even a wrap of the counters is harmless).
 // Step s of any protocol uses slot s % nSlots of that protocol's buffer; both sides
 // run the same sequence of calls, so they agree on every step's protocol and size.
-// `sizes[s % nSlots]` carries the bytes of each Simple step so a receiver detects a
-// mismatched send/recv instead of reading garbage.
+// Each step is stamped with the call it belongs to and its bytes (call_stamp.h), so a
+// receiver detects a mismatched call or count instead of reading garbage.
 // Where this block and the buffers live (heap, POSIX shared memory, pinned or GPU
 // memory) is the transport's business; the algorithms only see a FifoEnd.
 // `broken` is set by either side (or a proxy) once the connection cannot be trusted: a
@@ -21,13 +21,15 @@
 // A proxied FIFO (the NET transport) has a proxy thread at each end moving slots over
 // the network instead of a peer in shared memory. The proxy cannot tell which protocol
 // a step will use before it arrives, so there every protocol's step s shares one slot
-// (stride: the largest protocol's slot), LL and LL128 senders also publish tail and the
-// step's bytes, and their receivers wait for tail before reading the lines.
+// (stride: the largest protocol's slot and the stamp trailer), every sender publishes
+// `sizes[s % nSlots]` (the bytes to send, trailer included) and tail, and LL and LL128
+// receivers wait for tail before reading the lines.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "device/common/call_stamp.h"
 #include "device/common/platform.h"
 
 namespace chorus {
@@ -45,15 +47,24 @@ constexpr size_t kCacheLine = 128;  // keeps the two counters on separate lines 
 
 // Why a connection broke, as stored in StepFifoControl::broken (0: it did not).
 enum BrokenCause : uint32_t {
-  kBrokenByPeer = 1,  // the rank at the other end failed or aborted and said so
-  kBrokenNet = 2,     // the network connection failed or was closed by the peer
+  kBrokenByPeer = 1,      // the rank at the other end failed or aborted and said so
+  kBrokenNet = 2,         // the network connection failed or was closed by the peer
+  kBrokenByMismatch = 3,  // the rank at the other end found the ranks' calls mismatched
+};
+
+// One step's stamp on a direct FIFO, on a cache line of its own (call_stamp.h).
+struct alignas(64) StampSlot {
+  StepStamp stamp;
 };
 
 struct StepFifoControl {
   alignas(kCacheLine) uint64_t tail;
   alignas(kCacheLine) uint64_t head;
-  alignas(kCacheLine) int64_t sizes[kMaxSteps];
-  alignas(kCacheLine) uint32_t broken;  // nonzero: give up on this connection
+  alignas(kCacheLine) int64_t sizes[kMaxSteps];     // proxied FIFOs: each step's bytes on the wire
+  alignas(kCacheLine) uint32_t broken;              // nonzero: give up on this connection
+  alignas(kCacheLine) StampSlot stamps[kMaxSteps];  // direct FIFOs: what each step belongs to
+  alignas(kCacheLine) PeerCall sender;              // direct FIFOs: the call the sender is in
+  alignas(kCacheLine) PeerCall receiver;            // direct FIFOs: the call the receiver is in
 };
 
 // Marks a connection broken for `cause` (host side), unless it already is: the first cause stays.
@@ -90,6 +101,10 @@ struct FifoEnd {
   // It outlives calls so that a sender re-reads head (a cache miss: the receiver has just
   // written it) only when the slots it already knows free run out.
   uint64_t headSeen = 0;
+  // The call this end now serves, and on which side (call_stamp.h): a long wait compares
+  // it with the call the other end is in. seq 0: unstamped work.
+  CallStamp call;
+  bool sending = false;
   int peer = -1;       // the rank at the other end, for error messages
   int peerPid = 0;     // that rank's process as its PID namespace numbers it, for messages (0: same process)
   int peerAlive = -1;  // that process's liveness handle (core/process_liveness.h); -1: none to watch
@@ -121,10 +136,11 @@ struct FifoEnd {
     nSlots = layout.nSlots;
     proxied = true;
   }
+  // The largest protocol's slot, and room for the stamp that follows each step's payload.
   static size_t proxiedStride(const FifoLayout& layout) {
     size_t stride = 0;
     for (size_t b : layout.slotBytes) stride = b > stride ? b : stride;
-    return stride;
+    return stride + kStampTrailerBytes;
   }
   // A proxied FIFO: the control block, then nSlots slots shared by every protocol.
   static size_t proxiedBytes(const FifoLayout& layout) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "device/common/call_stamp.h"
 #include "device/common/step_fifo.h"  // FifoEnd, Algorithm, Protocol, kMaxPeers
 #include "nccl.h"
 
@@ -28,6 +29,7 @@ struct ChannelRange {
 
 // LocalCopy: a send to self matched with a receive from self.
 enum class WorkKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, Recv, LocalCopy };
+static_assert(static_cast<uint8_t>(WorkKind::Send) == kStampSend && static_cast<uint8_t>(WorkKind::Recv) == kStampRecv);
 
 // A reduction op resolved for one call: built-in ops map to these kinds, ncclAvg to
 // PreMulSum(1/n) for floating types and SumPostDiv(n) for integers (as NCCL does).
@@ -50,6 +52,7 @@ struct WorkItem {
   int root;           // root, or the peer of Send/Recv
   int channel;
   ChannelRange range;  // this channel's share
+  CallStamp stamp;     // the call it is part of, as its steps tell the peers (call_stamp.h)
 };
 
 // A channel's tree neighbours and the connections to them.

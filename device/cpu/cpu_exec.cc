@@ -8,6 +8,8 @@
 
 #include "core/debug.h"
 #include "core/process_liveness.h"
+#include "device/common/step_stamps.h"
+#include "device/cpu/call_description.h"
 #include "device/cpu/fiber_scheduler.h"
 
 namespace chorus {
@@ -58,6 +60,10 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     }
     if (ctx_.failed()) return Wait::kStop;  // another lane already failed: stop this one too
     if (__atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE) != 0) return Wait::kBroken;
+    if (CallStamp theirs; callConflict<CpuExec>(end, &theirs)) {
+      mismatch(end, theirs, end.call, "it went past this call without what this rank waits for");
+      return Wait::kStop;
+    }
     if (now >= state->nextCheck) {
       state->nextCheck = now + 1.0;
       if (!peerAlive(end.peerAlive, end.peerProcessId)) {
@@ -92,12 +98,27 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
 
 void CpuExec::reportBroken(const FifoEnd& end) {
   const uint32_t cause = __atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE);
+  if (cause == kBrokenByMismatch) {
+    WARN("Rank %d: peer rank %d found that the ranks' calls do not match (its WARN names both); this call failed",
+         ctx_.rank, end.peer);
+    ctx_.setError(ncclInvalidUsage);
+    return;
+  }
   WARN("Rank %d: the connection with peer rank %d is broken: %s", ctx_.rank, end.peer,
        cause == kBrokenByPeer
            ? "that rank's work failed or it aborted"
            : "the network connection failed or the peer closed it (it exited, was killed, or destroyed "
              "its communicator)");
   ctx_.setError(ncclRemoteError);
+}
+
+void CpuExec::mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why) {
+  if (!ctx_.failed())
+    WARN(
+        "Rank %d: calls do not match: rank %d called %s, rank %d called %s (%s); the communicator cannot be used "
+        "any more",
+        ctx_.rank, end.peer, describeCall(theirs).c_str(), ctx_.rank, describeCall(mine).c_str(), why);
+  ctx_.setError(ncclInvalidUsage);
 }
 
 void CpuExec::fail(const FifoEnd& end, const char* what, long got, long expected) {

@@ -66,6 +66,8 @@ class CpuExec {
   // Untorn 8-byte accesses without ordering: LL's {data, flag} words.
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+  static void fenceRelease() { __atomic_thread_fence(__ATOMIC_RELEASE); }
+  static void fenceAcquire() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 
   // Bulk moves of FIFO words (LL lines): each aligned 8-byte word untorn, no order among
   // them. SSE2 moves of 16 bytes, whose 8-byte halves are each single accesses; the
@@ -113,8 +115,11 @@ class CpuExec {
     return true;
   }
 
-  // A malformed step: records ncclInternalError with a WARN naming the peer.
+  // A malformed step: records ncclInvalidUsage with a WARN naming the peer.
   void fail(const FifoEnd& end, const char* what, long got, long expected);
+  // The peer's call `theirs` is not this rank's `mine` (step_stamps.h): records
+  // ncclInvalidUsage with a WARN naming both calls.
+  void mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why);
 
  private:
   struct WaitState {

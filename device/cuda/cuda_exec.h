@@ -43,6 +43,9 @@ class CudaExec {
     asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
 
+  __device__ static void fenceRelease() { __threadfence_system(); }
+  __device__ static void fenceAcquire() { __threadfence_system(); }
+
   __device__ int tid() const { return static_cast<int>(threadIdx.x); }
   __device__ int nthreads() const { return static_cast<int>(blockDim.x); }
   __device__ void teamSync() const { __syncthreads(); }
@@ -67,7 +70,7 @@ class CudaExec {
       const uint64_t now = globalTimer();
       if (start == 0) start = now;
       if (args_.timeoutNs != 0 && now - start > args_.timeoutNs) {
-        record(ncclSystemError, end.peer, "no progress from the peer within CHORUS_TIMEOUT", 0, 0);
+        record(ncclRemoteError, end.peer, "timed out: no progress from the peer within CHORUS_TIMEOUT", 0, 0);
         return false;
       }
     }
@@ -76,6 +79,13 @@ class CudaExec {
   // A malformed step (or an unusable slot): recorded as ncclInternalError.
   __device__ void fail(const FifoEnd& end, const char* what, long got, long expected) {
     record(ncclInternalError, end.peer, what, got, expected);
+  }
+
+  // The peer's step belongs to another call (step_stamps.h): the caller's error. The host
+  // reports it with both sequence numbers (got: the peer's, expected: this rank's).
+  __device__ void mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char*) {
+    record(ncclInvalidUsage, end.peer, "the ranks' calls do not match (sequence numbers: the peer's, this rank's)",
+           static_cast<long>(theirs.seq), static_cast<long>(mine.seq));
   }
 
   // Records the launch's first failure; later ones are dropped. `code` is published last

@@ -96,6 +96,11 @@ struct ncclComm {
   int localRanks = 1;       // ranks of this communicator on this host
   double timeoutSec = 600;  // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
   chorus::CommConfig config;
+  // Call numbers (device/common/call_stamp.h), counted as calls are recorded: collectives
+  // per communicator, sends and receives per peer; all stay 0 with CHORUS_FINGERPRINTS=0.
+  bool fingerprints = true;
+  uint64_t collSeq = 0;
+  std::vector<uint64_t> sendSeq, recvSeq;
 
   std::unique_ptr<chorus::Bootstrap> bootstrap;
   std::vector<chorus::PeerInfo> peers;

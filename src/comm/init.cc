@@ -214,6 +214,9 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->refreshView();
   comm->localRanks = localRanks;
   comm->timeoutSec = static_cast<double>(envInt("CHORUS_TIMEOUT", 600));
+  comm->fingerprints = envInt("CHORUS_FINGERPRINTS", 1) != 0;
+  comm->sendSeq.assign(comm->nranks, 0);
+  comm->recvSeq.assign(comm->nranks, 0);
   CHORUS_CHECK(comm->bootstrap->barrier());
 
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

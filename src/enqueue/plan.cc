@@ -33,7 +33,8 @@ uint64_t encodeScalar(ncclDataType_t dtype, double value) {
 
 // Appends the item in place: building it on the stack and copying it made GCC store it
 // in pieces and reload it whole, a store-forwarding stall that cost a fifth of a small call.
-void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice how, int channel, ChannelRange range) {
+void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice how, int channel, ChannelRange range,
+                const CallStamp& stamp) {
   WorkItem& w = lane.items.emplace_back();
   w.kind = op.kind;
   w.algo = how.algo;
@@ -46,6 +47,30 @@ void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice h
   w.root = op.root;
   w.channel = channel;
   w.range = range;
+  w.stamp = stamp;
+}
+
+// The call's fingerprint (device/common/call_stamp.h): numbered in the order the peers'
+// matching calls count — collectives per communicator, sends and receives per pair — and
+// described as both sides must agree. Unnumbered (seq 0) with CHORUS_FINGERPRINTS=0.
+CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneChoice how) {
+  CallStamp s;
+  if (!comm->fingerprints) return s;  // steps then carry their bytes only
+  s.kind = static_cast<uint8_t>(op.kind);
+  s.algoProto = static_cast<uint8_t>(static_cast<int>(how.algo) << 4 | static_cast<int>(how.proto));
+  if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
+    s.count = op.count * typeSize(op.dtype);
+    s.seq = ++(op.kind == WorkKind::Send ? comm->sendSeq : comm->recvSeq)[op.root];
+    return s;
+  }
+  s.count = op.count;
+  s.dtype = static_cast<uint8_t>(op.dtype);
+  const bool reduces =
+      op.kind == WorkKind::AllReduce || op.kind == WorkKind::ReduceScatter || op.kind == WorkKind::Reduce;
+  s.redOp = reduces ? static_cast<uint8_t>(red.kind) : 0;
+  s.root = op.kind == WorkKind::Broadcast || op.kind == WorkKind::Reduce ? op.root : -1;
+  s.seq = ++comm->collSeq;
+  return s;
 }
 
 // Splits [0, count) over the channels in pieces aligned to 64 elements: `per` elements
@@ -156,9 +181,10 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       }
       auto& byPeer = op.kind == WorkKind::Send ? plan.sends : plan.recvs;
       Lane& lane = byPeer.try_emplace(op.root, empty).first->second;
-      appendItem(lane, op, red, how, 0, ChannelRange{0, op.count});
+      appendItem(lane, op, red, how, 0, ChannelRange{0, op.count}, stampOf(comm, op, red, how));
       continue;
     }
+    const CallStamp stamp = stampOf(comm, op, red, how);
     // A call's maxCTAs and a tuner plugin's nChannels leave the higher channels out of it;
     // every rank leaves the same ones.
     int callChannels = nChannels;
@@ -169,7 +195,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     for (int c = 0; c < callChannels; ++c) {
       ChannelRange share = channelShare(op.count, c, per);
       if (share.count == 0 && c > 0) continue;  // channel 0 still runs an empty call (keeps ranks in step)
-      appendItem(plan.channels[c], op, red, how, c, share);
+      appendItem(plan.channels[c], op, red, how, c, share, stamp);
       ++channelsUsed;
     }
     if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, channelsUsed};
@@ -190,7 +216,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     }
     CollOp copy{WorkKind::LocalCopy, s.sendbuff, r.recvbuff, s.count, s.dtype, ncclSum, comm->rank};
     appendItem(plan.selfCopy, copy, RedOpArgs{}, TuneChoice{Algorithm::Ring, Protocol::Simple, 0}, 0,
-               ChannelRange{0, s.count});
+               ChannelRange{0, s.count}, CallStamp{});
   }
 
   for (Lane& lane : plan.channels)

@@ -33,6 +33,8 @@ class TeamExec {
   static void storeRelease(uint64_t* p, uint64_t v) { CpuExec::storeRelease(p, v); }
   static uint64_t loadRelaxed(const uint64_t* p) { return CpuExec::loadRelaxed(p); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { CpuExec::storeRelaxed(p, v); }
+  static void fenceRelease() { CpuExec::fenceRelease(); }
+  static void fenceAcquire() { CpuExec::fenceAcquire(); }
 
   int tid() const { return tid_; }
   int nthreads() const { return nthreads_; }
@@ -52,6 +54,9 @@ class TeamExec {
     return cpu_.waitUntil(cond, end);
   }
   void fail(const FifoEnd& end, const char* what, long got, long expected) { cpu_.fail(end, what, got, expected); }
+  void mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why) {
+    cpu_.mismatch(end, theirs, mine, why);
+  }
   bool failed() const { return ctx_.failed(); }
 
  private:

@@ -1,0 +1,71 @@
+#include "device/cpu/call_description.h"
+
+#include <cstdio>
+
+#include "device/common/datatypes.h"
+#include "device/common/work.h"
+
+namespace chorus {
+namespace {
+
+const char* kindName(uint8_t kind) {
+  static const char* const kNames[] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast",
+                                       "Reduce",    "Send",          "Recv",      "LocalCopy"};
+  return kind < sizeof(kNames) / sizeof(kNames[0]) ? kNames[kind] : "unknown call";
+}
+
+// ncclAvg is PreMulSum(1/n) for floating types and SumPostDiv(n) for integers (plan.cc).
+const char* redOpName(uint8_t op) {
+  switch (static_cast<RedKind>(op)) {
+    case RedKind::Sum:
+      return "sum";
+    case RedKind::Prod:
+      return "prod";
+    case RedKind::Max:
+      return "max";
+    case RedKind::Min:
+      return "min";
+    case RedKind::PreMulSum:
+      return "avg or premulsum";
+    case RedKind::SumPostDiv:
+      return "avg";
+  }
+  return "unknown op";
+}
+
+const char* protocolName(int proto) {
+  switch (static_cast<Protocol>(proto)) {
+    case Protocol::LL:
+      return "LL";
+    case Protocol::LL128:
+      return "LL128";
+    case Protocol::Simple:
+      return "Simple";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describeCall(const CallStamp& call) {
+  const auto kind = static_cast<WorkKind>(call.kind);
+  const char* proto = protocolName(call.algoProto & 15);
+  char text[160];
+  if (kind == WorkKind::Send || kind == WorkKind::Recv) {
+    snprintf(text, sizeof(text), "%s(%llu bytes; %s) #%llu", kindName(call.kind),
+             static_cast<unsigned long long>(call.count), proto, static_cast<unsigned long long>(call.seq));
+    return text;
+  }
+  const char* algo = (call.algoProto >> 4) == static_cast<int>(Algorithm::Tree) ? "Tree" : "Ring";
+  const bool reduces = kind == WorkKind::AllReduce || kind == WorkKind::ReduceScatter || kind == WorkKind::Reduce;
+  char op[48] = "";
+  if (reduces) snprintf(op, sizeof(op), "%s, ", redOpName(call.redOp));
+  char root[32] = "";
+  if (call.root >= 0) snprintf(root, sizeof(root), ", root %d", call.root);
+  snprintf(text, sizeof(text), "%s(%s%s, %llu%s; %s/%s) #%llu", kindName(call.kind), op,
+           typeName(static_cast<ncclDataType_t>(call.dtype)), static_cast<unsigned long long>(call.count), root, algo,
+           proto, static_cast<unsigned long long>(call.seq));
+  return text;
+}
+
+}  // namespace chorus
