@@ -41,6 +41,8 @@ constexpr Setting kSettings[] = {
     {"NCCL_COMM_BLOCKING", kInt64, "1", kHonoured, "default of config.blocking"},
     {"CHORUS_BOOTSTRAP_TIMEOUT", kInt64, "300", kHonoured, "seconds set-up may wait for other ranks"},
     {"CHORUS_TIMEOUT", kInt64, "600", kHonoured, "seconds a wait may see no progress (0 = never)"},
+    {"CHORUS_FAULT", kString, "", kHonoured,
+     "faults to inject for tests: rank<R>:kill|stall|delay=<N>ms|break@<Kind>#<N>, ... (README)"},
     // Transports, channels, buffers.
     {"NCCL_P2P_DISABLE", kInt64, "0", kHonoured, "1: no in-process transport"},
     {"NCCL_SHM_DISABLE", kInt64, "0", kHonoured, "1: no shared-memory transport"},
