@@ -19,11 +19,12 @@
 // is one call, not its sends and receives; one-sided calls are not counted.
 //
 // The variable is read at each communicator's first call; a malformed rule gets a WARN
-// (once per process) naming it and is ignored, the others still apply. README.md's
+// (once per process and value) naming it and is ignored; the others still apply. README.md's
 // "Injecting faults" says what each action does and what the peers see.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -88,7 +89,7 @@ struct FaultRules {
   std::vector<std::string> errors;  // one per malformed rule: "\"<rule>\": <why>"
 };
 
-// Parses CHORUS_FAULT's value; never throws.
+// Parses CHORUS_FAULT's value. Malformed text is reported in `errors`, never thrown.
 FaultRules parseFaultRules(std::string_view text);
 
 // One communicator's rules (those for its rank) and its calls counted (fault_injection.cc).
