@@ -43,6 +43,8 @@ constexpr Setting kSettings[] = {
     {"CHORUS_TIMEOUT", kInt64, "600", kHonoured, "seconds a wait may see no progress (0 = never)"},
     {"CHORUS_FINGERPRINTS", kInt64, "1", kHonoured,
      "0: steps do not carry their call's number and description (mismatched calls go undetected)"},
+    {"CHORUS_FAULT", kString, "", kHonoured,
+     "faults to inject for tests: rank<R>:kill|stall|delay=<N>ms|break@<Kind>#<N>, ... (README)"},
     // Transports, channels, buffers.
     {"NCCL_P2P_DISABLE", kInt64, "0", kHonoured, "1: no in-process transport"},
     {"NCCL_SHM_DISABLE", kInt64, "0", kHonoured, "1: no shared-memory transport"},

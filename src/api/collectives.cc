@@ -9,6 +9,7 @@
 #include "src/api/validate.h"
 #include "src/enqueue/plan.h"
 #include "src/executor/executor_choice.h"
+#include "src/fault/fault_injection.h"
 #include "src/group/group.h"
 
 using namespace chorus;
@@ -71,6 +72,11 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
   INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p [nranks=%d] stream %p",
        c.func, c.sendbuff, static_cast<void*>(c.recvbuff), c.count, typeName(c.dtype), static_cast<int>(c.op), c.root,
        static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
+  // CHORUS_FAULT: after an error here the communicator may be gone (an abort ended a stall).
+  if (r = faultAtCall(comm, faultCallOf(c.kind)); r != ncclSuccess) {
+    groupRecordError(r);
+    return r;
+  }
   CollOp op{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream, tuning};
   if (config != nullptr) op.profile.userTag = config->userProfilerTag;  // for a profiler plugin's events
   return enqueueOp(comm, op);
@@ -79,7 +85,8 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
 // Validates a composite call, then records its sends and receives as one group. Its
 // config can only be checked: sends and receives have no algorithm or channels to bound.
 template <typename Record>
-ncclResult_t submitGrouped(const Call& c, ncclComm* comm, const ncclCollConfig_t* config, Record&& record) {
+ncclResult_t submitGrouped(const Call& c, FaultCall faultCall, ncclComm* comm, const ncclCollConfig_t* config,
+                           Record&& record) {
   const CommLogScope logAs(comm);
   CallTuning unused;
   CHORUS_CHECK(readCollConfig(config, CollKind::SendRecv, c.func, &unused));
@@ -89,6 +96,11 @@ ncclResult_t submitGrouped(const Call& c, ncclComm* comm, const ncclCollConfig_t
     return r;
   }
   nameUnusedCollConfigFields(comm, config, c.func);
+  if (r = faultAtCall(comm, faultCall); r != ncclSuccess) {  // CHORUS_FAULT, as in submit
+    groupRecordError(r);
+    return r;
+  }
+  const FaultCompositeCall parts;  // its sends and receives are this one call
   const size_t bytes = c.count * typeSize(c.dtype);
   groupStart();
   for (int peer = 0; peer < comm->nranks && r == ncclSuccess; ++peer) r = record(peer, bytes);
@@ -142,7 +154,7 @@ ncclResult_t alltoAll(const char* func, const void* sendbuff, void* recvbuff, si
                       ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
   c.blockPerRank = true;
-  return submitGrouped(c, comm, config, [&](int peer, size_t bytes) {
+  return submitGrouped(c, FaultCall::AlltoAll, comm, config, [&](int peer, size_t bytes) {
     CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
     return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
   });
@@ -154,7 +166,7 @@ ncclResult_t gather(const char* func, const void* sendbuff, void* recvbuff, size
   c.rooted = true;
   c.recvAtRootOnly = true;
   c.blockPerRank = true;
-  return submitGrouped(c, comm, config, [&](int peer, size_t bytes) {
+  return submitGrouped(c, FaultCall::Gather, comm, config, [&](int peer, size_t bytes) {
     if (peer == root) CHORUS_CHECK(pncclSend(sendbuff, count, datatype, root, comm, stream));
     if (comm->rank == root) return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
     return ncclSuccess;
@@ -167,7 +179,7 @@ ncclResult_t scatter(const char* func, const void* sendbuff, void* recvbuff, siz
   c.rooted = true;
   c.sendAtRootOnly = true;
   c.blockPerRank = true;
-  return submitGrouped(c, comm, config, [&](int peer, size_t bytes) {
+  return submitGrouped(c, FaultCall::Scatter, comm, config, [&](int peer, size_t bytes) {
     if (comm->rank == root) CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
     if (peer == root) return pncclRecv(recvbuff, count, datatype, root, comm, stream);
     return ncclSuccess;

@@ -25,6 +25,7 @@ struct PlanLanes;                     // src/enqueue/plan.h
 class Executor;                       // src/executor/executor.h
 class CommProfiler;                   // src/profiler/profiler.h
 class RmaService;                     // src/rma/rma_service.h
+struct FaultState;                    // src/fault/fault_injection.h
 enum class ExecutorChoice : uint8_t;  // src/executor/executor_choice.h
 
 // One direction of a connection with its backing resource.
@@ -160,6 +161,11 @@ struct ncclComm {
   std::unique_ptr<chorus::RmaService> rma;
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
+
+  // CHORUS_FAULT (src/fault/fault_injection.h): this rank's rules and its calls counted, set
+  // up at the communicator's first call; null when no rule names its rank.
+  std::once_flag faultsOnce;
+  std::shared_ptr<chorus::FaultState> faults;
 
   // This communicator's context in the profiler plugin (NCCL_PROFILER_PLUGIN); null without
   // one. Set when the set-up finishes; finalized once the work has stopped (~ncclComm).
