@@ -41,6 +41,8 @@ constexpr Setting kSettings[] = {
     {"NCCL_COMM_BLOCKING", kInt64, "1", kHonoured, "default of config.blocking"},
     {"CHORUS_BOOTSTRAP_TIMEOUT", kInt64, "300", kHonoured, "seconds set-up may wait for other ranks"},
     {"CHORUS_TIMEOUT", kInt64, "600", kHonoured, "seconds a wait may see no progress (0 = never)"},
+    {"CHORUS_REPORT_SIGNAL", kString, "", kHonoured,
+     "USR1, USR2 or a number: that signal makes every communicator write its hang report"},
     {"CHORUS_FINGERPRINTS", kInt64, "1", kHonoured,
      "0: steps do not carry their call's number and description (mismatched calls go undetected)"},
     {"CHORUS_FAULT", kString, "", kHonoured,

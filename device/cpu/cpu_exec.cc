@@ -21,6 +21,37 @@ double nowSec() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// What a wait that will not end waits for, and where the peer is, as a WARN says it:
+// "AllReduce(...) #4812 waits for step 3 from peer rank 3; rank 3 is at AllReduce(...) #4811
+// (finished): it has not reached #4812".
+std::string describeWait(const FifoEnd& end) {
+  char text[512];
+  const std::string mine = end.call.seq != 0 ? describeCall(end.call) : std::string("the call");
+  if (end.sending) {
+    snprintf(text, sizeof(text), "%s waits for peer rank %d to free a slot for step %llu", mine.c_str(), end.peer,
+             static_cast<unsigned long long>(end.step));
+  } else {
+    snprintf(text, sizeof(text), "%s waits for step %llu from peer rank %d", mine.c_str(),
+             static_cast<unsigned long long>(end.step), end.peer);
+  }
+  std::string out = text;
+  if (end.proxied) return out + " (over the network: where that rank is, its own report says)";
+  PeerCall at;
+  const PeerCall* record = end.sending ? &end.ctrl->receiver : &end.ctrl->sender;
+  if (!stamp_detail::readPeerCall<CpuExec>(record, &at)) {
+    snprintf(text, sizeof(text), "; rank %d has not called anything on this connection yet", end.peer);
+    return out + text;
+  }
+  const char* state = at.endStep != 0 ? "finished" : "in progress";
+  if (end.call.seq != 0 && at.call.seq < end.call.seq) {
+    snprintf(text, sizeof(text), "; rank %d is at %s (%s): it has not reached #%llu", end.peer,
+             describeCall(at.call).c_str(), state, static_cast<unsigned long long>(end.call.seq));
+  } else {
+    snprintf(text, sizeof(text), "; rank %d is in %s (%s)", end.peer, describeCall(at.call).c_str(), state);
+  }
+  return out + text;
+}
+
 constexpr uint64_t kYieldRounds = 2048;
 constexpr uint64_t kProxiedYieldRounds = 128;
 
@@ -51,11 +82,14 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     }
     const bool aborted = ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed);
     if (aborted || (ctx_.revokeFlag && ctx_.revokeFlag->load(std::memory_order_relaxed))) {
-      if (!ctx_.failed())
+      const bool first = !ctx_.failed();
+      if (first)
         WARN("Rank %d: the communicator was %s while this call waited for peer rank %d; its buffers are incomplete",
              ctx_.rank, aborted ? "aborted (ncclCommAbort)" : "revoked (ncclCommRevoke or NCCL_SHRINK_ABORT)",
              end.peer);
       ctx_.setError(ncclSystemError);
+      if (first && now - state->start > 1.0)
+        reportStuck(end, aborted ? "a stuck call was aborted" : "a stuck call was revoked");
       return Wait::kStop;
     }
     if (ctx_.failed()) return Wait::kStop;  // another lane already failed: stop this one too
@@ -73,9 +107,10 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
         return Wait::kStop;
       }
       if (ctx_.timeoutSec > 0 && now - state->start > ctx_.timeoutSec) {
-        WARN("Rank %d: timed out: no progress from peer rank %d for %.0f s (CHORUS_TIMEOUT); giving up", ctx_.rank,
-             end.peer, ctx_.timeoutSec);
+        WARN("Rank %d: timed out: no progress from peer rank %d for %.0f s (CHORUS_TIMEOUT): %s; giving up", ctx_.rank,
+             end.peer, ctx_.timeoutSec, describeWait(end).c_str());
         ctx_.setError(ncclRemoteError);  // the peer stalled, as NCCL reports a remote failure
+        reportStuck(end, "a call timed out (CHORUS_TIMEOUT)");
         return Wait::kStop;
       }
     }
@@ -110,6 +145,10 @@ void CpuExec::reportBroken(const FifoEnd& end) {
            : "the network connection failed or the peer closed it (it exited, was killed, or destroyed "
              "its communicator)");
   ctx_.setError(ncclRemoteError);
+}
+
+void CpuExec::reportStuck(const FifoEnd& end, const char* why) {
+  if (ctx_.reportStuck && !ctx_.stuckReported.exchange(true)) ctx_.reportStuck(why, describeWait(end));
 }
 
 void CpuExec::mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -34,6 +35,10 @@ struct ExecContext {
   int spins = kDefaultSpins;
   static constexpr int kDefaultSpins = 256;
   static constexpr int kOversubscribedSpins = 4;
+  // The hang report of this rank's communicator (src/report/hang_report.h), set by the host:
+  // called once, when a wait timed out or a stuck wait was aborted; `stuck` says what it waited for.
+  std::function<void(const char* why, const std::string& stuck)> reportStuck;
+  std::atomic<bool> stuckReported{false};
   std::atomic<int> result{ncclSuccess};  // first failure wins
   std::atomic<bool> peersTold{false};    // the failure was marked on every connection (lane_runner.cc)
 
@@ -132,6 +137,8 @@ class CpuExec {
   // elsewhere; the error is recorded), kBroken when the connection is marked broken.
   Wait keepWaiting(const FifoEnd& end, WaitState* state);
   void reportBroken(const FifoEnd& end);
+  // A wait that will not end: the hang report, once per context.
+  void reportStuck(const FifoEnd& end, const char* why);
 
   ExecContext& ctx_;
 };

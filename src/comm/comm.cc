@@ -132,6 +132,12 @@ void unregisterComm(ncclComm* comm) {
   gLastLive.compare_exchange_strong(removed, nullptr);
 }
 
+void forEachLiveComm(const std::function<void(const ncclComm&)>& visit) {
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  for (const ncclComm* comm : registry())
+    if (comm->magic == ncclComm::kMagic) visit(*comm);
+}
+
 bool isLiveComm(const ncclComm* comm) {
   // Every call checks its communicator; a loop over one communicator skips the lock.
   if (comm != nullptr && comm == gLastLive.load(std::memory_order_acquire)) return true;

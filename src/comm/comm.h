@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -14,6 +15,7 @@
 #include "nccl.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/async_worker.h"
+#include "src/comm/flight_record.h"
 #include "src/comm/trees.h"
 #include "src/enqueue/op.h"
 #include "src/tune/tuner.h"
@@ -97,11 +99,12 @@ struct ncclComm {
   int localRanks = 1;       // ranks of this communicator on this host
   double timeoutSec = 600;  // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
   chorus::CommConfig config;
-  // Call numbers (device/common/call_stamp.h), counted as calls are recorded: collectives
-  // per communicator, sends and receives per peer; all stay 0 with CHORUS_FINGERPRINTS=0.
+  // Call numbers (device/common/call_stamp.h), counted as calls are planned: collectives
+  // per communicator, sends and receives per peer. CHORUS_FINGERPRINTS=0: steps carry none.
   bool fingerprints = true;
   uint64_t collSeq = 0;
   std::vector<uint64_t> sendSeq, recvSeq;
+  chorus::FlightRecord flight;  // the last calls, for the hang report (src/report/hang_report.h)
 
   std::unique_ptr<chorus::Bootstrap> bootstrap;
   std::vector<chorus::PeerInfo> peers;
@@ -221,6 +224,9 @@ std::mutex& commLifecycleMutex();
 // Live communicators, so that a destroyed handle is recognised rather than used.
 void registerComm(ncclComm* comm);
 void unregisterComm(ncclComm* comm);
+// Calls `visit` for every live communicator of the process, under the registry's lock (so
+// none is freed meanwhile; `visit` must not create or destroy one).
+void forEachLiveComm(const std::function<void(const ncclComm&)>& visit);
 bool isLiveComm(const ncclComm* comm);
 
 // The work of ncclCommInitRank* after argument checks: bootstrap, peer exchange,

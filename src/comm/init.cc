@@ -14,6 +14,7 @@
 #include "src/comm/connect.h"
 #include "src/executor/cuda/cuda_executor.h"
 #include "src/profiler/profiler.h"
+#include "src/report/hang_report.h"
 #include "src/topo/topo_init.h"
 #include "src/tune/tuner_plugin.h"
 
@@ -215,6 +216,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->localRanks = localRanks;
   comm->timeoutSec = static_cast<double>(envInt("CHORUS_TIMEOUT", 600));
   comm->fingerprints = envInt("CHORUS_FINGERPRINTS", 1) != 0;
+  armReportSignal();
   comm->sendSeq.assign(comm->nranks, 0);
   comm->recvSeq.assign(comm->nranks, 0);
   CHORUS_CHECK(comm->bootstrap->barrier());

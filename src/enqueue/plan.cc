@@ -52,16 +52,17 @@ void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice h
 
 // The call's fingerprint (device/common/call_stamp.h): numbered in the order the peers'
 // matching calls count — collectives per communicator, sends and receives per pair — and
-// described as both sides must agree. Unnumbered (seq 0) with CHORUS_FINGERPRINTS=0.
+// described as both sides must agree. Left blank for the steps with CHORUS_FINGERPRINTS=0.
+// Also recorded in the communicator's flight record (the hang report's last calls).
 CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneChoice how) {
   CallStamp s;
-  if (!comm->fingerprints) return s;  // steps then carry their bytes only
   s.kind = static_cast<uint8_t>(op.kind);
   s.algoProto = static_cast<uint8_t>(static_cast<int>(how.algo) << 4 | static_cast<int>(how.proto));
   if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
     s.count = op.count * typeSize(op.dtype);
     s.seq = ++(op.kind == WorkKind::Send ? comm->sendSeq : comm->recvSeq)[op.root];
-    return s;
+    comm->flight.started(s, op.root);
+    return comm->fingerprints ? s : CallStamp{};  // off: steps carry their bytes only
   }
   s.count = op.count;
   s.dtype = static_cast<uint8_t>(op.dtype);
@@ -70,7 +71,8 @@ CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneCh
   s.redOp = reduces ? static_cast<uint8_t>(red.kind) : 0;
   s.root = op.kind == WorkKind::Broadcast || op.kind == WorkKind::Reduce ? op.root : -1;
   s.seq = ++comm->collSeq;
-  return s;
+  comm->flight.started(s, -1);
+  return comm->fingerprints ? s : CallStamp{};
 }
 
 // Splits [0, count) over the channels in pieces aligned to 64 elements: `per` elements

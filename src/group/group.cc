@@ -114,6 +114,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   for (ncclComm* comm : comms) {
     if (comm->profiler) comm->profiler->launchEnded();
     const ncclResult_t r = comm->executor ? comm->executor->runError() : ncclSuccess;
+    comm->flight.finished(result != ncclSuccess ? result : r);
     if (r != ncclSuccess) {
       comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
       comm->breakConnections();

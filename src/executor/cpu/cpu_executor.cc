@@ -3,6 +3,7 @@
 #include "core/debug.h"
 #include "src/comm/comm.h"
 #include "src/enqueue/plan.h"
+#include "src/report/hang_report.h"
 
 namespace chorus {
 
@@ -13,6 +14,8 @@ CpuExecutor::CpuExecutor(const std::atomic<uint32_t>* abortFlag, const std::atom
 
 ncclResult_t CpuExecutor::stage(ncclComm* comm, const std::vector<CollOp>& ops, GroupLaunch& group) {
   if (ctx_.commName != comm->config.commName) ctx_.commName = comm->config.commName;
+  if (!ctx_.reportStuck)  // the communicator owns this executor: it outlives every wait
+    ctx_.reportStuck = [comm](const char* why, const std::string& stuck) { writeHangReport(*comm, why, stuck); };
   lanes_.clear();
   CHORUS_CHECK(buildLanes(comm, ops, &lanes_));
   // Filled whole before any pointer into it is handed out: the vector may grow.
