@@ -41,6 +41,12 @@ constexpr int kNumProtocols = 3;
 enum class Algorithm : int { Tree = 0, Ring = 1 };
 constexpr int kNumAlgorithms = 2;
 
+// NCCL's names: "Tree", "Ring"; "LL", "LL128", "Simple" (host side: logs and messages).
+inline const char* algorithmName(Algorithm algo) { return algo == Algorithm::Tree ? "Tree" : "Ring"; }
+inline const char* protocolName(Protocol proto) {
+  return proto == Protocol::LL ? "LL" : proto == Protocol::LL128 ? "LL128" : "Simple";
+}
+
 constexpr int kNcclSteps = 8;       // default slots per connection, as NCCL_STEPS
 constexpr int kMaxSteps = 16;       // slot counts are powers of two up to this
 constexpr size_t kCacheLine = 128;  // keeps the two counters on separate lines (also on GPUs)

@@ -33,30 +33,18 @@ const char* redOpName(uint8_t op) {
   return "unknown op";
 }
 
-const char* protocolName(int proto) {
-  switch (static_cast<Protocol>(proto)) {
-    case Protocol::LL:
-      return "LL";
-    case Protocol::LL128:
-      return "LL128";
-    case Protocol::Simple:
-      return "Simple";
-  }
-  return "?";
-}
-
 }  // namespace
 
 std::string describeCall(const CallStamp& call) {
   const auto kind = static_cast<WorkKind>(call.kind);
-  const char* proto = protocolName(call.algoProto & 15);
+  const char* proto = protocolName(static_cast<Protocol>(call.algoProto & 15));
   char text[160];
   if (kind == WorkKind::Send || kind == WorkKind::Recv) {
     snprintf(text, sizeof(text), "%s(%llu bytes; %s) #%llu", kindName(call.kind),
              static_cast<unsigned long long>(call.count), proto, static_cast<unsigned long long>(call.seq));
     return text;
   }
-  const char* algo = (call.algoProto >> 4) == static_cast<int>(Algorithm::Tree) ? "Tree" : "Ring";
+  const char* algo = algorithmName(static_cast<Algorithm>(call.algoProto >> 4));
   const bool reduces = kind == WorkKind::AllReduce || kind == WorkKind::ReduceScatter || kind == WorkKind::Reduce;
   char op[48] = "";
   if (reduces) snprintf(op, sizeof(op), "%s, ", redOpName(call.redOp));

@@ -117,28 +117,6 @@ const char* lowerProtoName(Protocol p) {
 
 }  // namespace
 
-const char* algorithmName(Algorithm algo) {
-  switch (algo) {
-    case Algorithm::Tree:
-      return "Tree";
-    case Algorithm::Ring:
-      return "Ring";
-  }
-  return "Unknown";
-}
-
-const char* protocolName(Protocol proto) {
-  switch (proto) {
-    case Protocol::LL:
-      return "LL";
-    case Protocol::LL128:
-      return "LL128";
-    case Protocol::Simple:
-      return "Simple";
-  }
-  return "Unknown";
-}
-
 SettingList parseAlgorithmList(std::string_view text) { return parseSettingList(text, kAlgoNames, kAllAlgorithms); }
 
 uint32_t selectableAlgorithms(CollKind coll) {

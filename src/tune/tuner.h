@@ -72,9 +72,6 @@
 
 namespace chorus {
 
-const char* algorithmName(Algorithm algo);  // "Tree", "Ring"
-const char* protocolName(Protocol proto);   // "LL", "LL128", "Simple"
-
 enum class CollKind : int { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, SendRecv };
 constexpr int kNumCollKinds = 6;
 const char* collName(CollKind coll);
