@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "device/common/step_fifo.h"
+#include "device/common/step_stamps.h"
 #include "device/cuda/kernel_args.h"
 
 namespace chorus {
@@ -65,6 +66,10 @@ class CudaExec {
       if (*reinterpret_cast<const volatile uint32_t*>(&end.ctrl->broken) != 0) {
         if (cond()) return true;  // delivered just before the connection broke
         record(ncclRemoteError, end.peer, "the connection to the peer broke (its work failed or it aborted)", 0, 0);
+        return false;
+      }
+      if (CallStamp theirs; callConflict<CudaExec>(end, &theirs)) {  // the peer went past this call
+        mismatch(end, theirs, end.call, "");
         return false;
       }
       const uint64_t now = globalTimer();
