@@ -270,7 +270,7 @@ TEST(BootstrapTest, JunkAtARootIsSummedUpNotWarnedOneByOne) {
   const SocketAddress rootAt = listener.address();
   const uint64_t secret = 0x1234;
   WarnCatcher catcher;
-  std::thread root([&] { (void)runBootstrapRoot(std::move(listener), secret, 2); });
+  std::thread root([&] { (void)runBootstrapRoot(std::move(listener), secret, 4); });  // outlives the loop
   LegacyRootHello clearSecret{};
   clearSecret.secret = secret;
   clearSecret.nranks = 2;
