@@ -2,10 +2,7 @@
 // listens on.
 #include "src/bootstrap/bootstrap.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -14,6 +11,7 @@
 #include "core/debug.h"
 #include "core/env.h"
 #include "core/interfaces.h"
+#include "src/bootstrap/bootstrap_auth.h"
 #include "src/bootstrap/bootstrap_ring.h"
 #include "src/bootstrap/bootstrap_root.h"
 #include "src/bootstrap/bootstrap_wire.h"
@@ -73,21 +71,6 @@ uint64_t fnv1a64(const std::string& text) {
   return hash;
 }
 
-ncclResult_t randomSecret(uint64_t* secret) {
-  char* bytes = reinterpret_cast<char*>(secret);
-  size_t done = 0;
-  while (done < sizeof(*secret)) {
-    ssize_t n = getrandom(bytes + done, sizeof(*secret) - done, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      WARN("Bootstrap: getrandom() for the unique id's secret failed: %s", strerror(errno));
-      return ncclSystemError;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return ncclSuccess;
-}
-
 std::optional<std::string> commIdSetting() {
   auto value = envValue("NCCL_COMM_ID");
   if (value && value->empty()) return std::nullopt;
@@ -118,7 +101,7 @@ ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id, RootPlacement placement) {
   INFO(kSubsysInit | kSubsysNet, "Bootstrap: using %s:%s", iface.name.c_str(), iface.address.hostToString().c_str());
   Socket listener;
   CHORUS_CHECK(Socket::listen(iface.address, &listener));
-  CHORUS_CHECK(randomSecret(&contents.secret));
+  CHORUS_CHECK(randomBytes(&contents.secret, sizeof(contents.secret), "the unique id's secret"));
   contents.root = listener.address();
   CHORUS_CHECK(startBootstrapRoot(std::move(listener), contents.secret));
   packUniqueId(contents, id);

@@ -1,13 +1,14 @@
 // Bootstrap: the out-of-band TCP network that builds a communicator.
 //
-// ncclGetUniqueId starts a root listener (a detached thread) and writes its address
-// and a random 64-bit secret into the 128-byte id. Each rank connects to the root,
-// presents the secret, and reports its own listening address; the root answers each
-// rank with the address of its successor, and the ranks form a socket ring. An
-// all-gather over that ring spreads every rank's address, after which any rank can
-// send a tagged message to any other. Messages may arrive before they are awaited.
-// A connection that does not present the secret is dropped; the communicator being
-// built is not harmed.
+// ncclGetUniqueId starts a root listener (served by the process's one root thread) and
+// writes its address and a random 64-bit secret into the 128-byte id. Each rank connects
+// to the root, proves it holds the secret (a keyed hash of the root's challenge: the
+// secret never travels, bootstrap_wire.h), and reports its own listening address; the
+// root answers each rank with the address of its successor, and the ranks form a socket
+// ring. An all-gather over that ring spreads every rank's address, after which any rank
+// can send a tagged message to any other. Messages may arrive before they are awaited.
+// Every connection a rank accepts is challenged the same way; one that does not prove the
+// secret is dropped, and the communicator being built is not harmed.
 //
 // Settings: NCCL_COMM_ID (host:port of a root started by rank 0, secret derived from
 // the string), NCCL_SOCKET_IFNAME (prefix list, ^ excludes, = exact),

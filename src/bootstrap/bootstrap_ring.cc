@@ -13,10 +13,12 @@ namespace chorus {
 RingBootstrap::RingBootstrap(int rank, int nranks, uint64_t secret, const std::atomic<uint32_t>* abortFlag,
                              Socket listener)
     : Bootstrap(rank, nranks),
-      secret_(secret),
+      key_(bootstrapKey(secret)),
       abortFlag_(abortFlag),
       listener_(std::move(listener)),
+      drops_("Bootstrap: rank " + std::to_string(rank) + "'s listener " + listener_.address().toString()),
       peerAddresses_(nranks),
+      peerNonces_(nranks),
       outgoing_(nranks),
       peerClosed_(nranks, false) {}
 
@@ -26,21 +28,22 @@ ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional
   INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d listens on %s, root at %s (ranks %d to %d)", rank_, nranks_,
        listener_.address().toString().c_str(), rootText.c_str(), root.block.first,
        root.block.first + root.block.count - 1);
+  // Drawn before any connection is accepted: every hello to this listener is proven with it.
+  CHORUS_CHECK(randomBytes(listenNonce_, sizeof(listenNonce_), "the bootstrap listener's nonce"));
   RootHello hello{};
   hello.rank = rank_;
   hello.nranks = nranks_;
   hello.listenAddress = listener_.address().storage;
+  hello.listenNonce[0] = listenNonce_[0];
+  hello.listenNonce[1] = listenNonce_[1];
 
   // Several roots: the previous block's root learns that we follow its last rank. Sent
   // before waiting for our own root, which may be waiting for the same from the next block.
   if (previous) {
     RootHello successor = hello;
-    successor.secret = previous->secret;
     successor.block = previous->block;
     successor.successorOnly = 1;
-    Socket socket;
-    ncclResult_t res = Socket::connect(previous->address, deadline, &socket);
-    if (res == ncclSuccess) res = socket.sendAll(&successor, sizeof(successor), deadline);
+    const ncclResult_t res = reportTo(*previous, successor, deadline, nullptr);
     if (res != ncclSuccess) {
       WARN("Bootstrap: rank %d of %d could not reach the previous block's root at %s", rank_, nranks_,
            previous->address.toString().c_str());
@@ -49,18 +52,13 @@ ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional
   }
 
   // Report to the root; its answer is where our successor listens.
-  Socket rootSocket;
-  hello.secret = root.secret;
   hello.block = root.block;
   RootReply reply{};
-  ncclResult_t res = Socket::connect(root.address, deadline, &rootSocket);
-  if (res == ncclSuccess) res = rootSocket.sendAll(&hello, sizeof(hello), deadline);
-  if (res == ncclSuccess) res = rootSocket.recvAll(&reply, sizeof(reply), deadline);
+  ncclResult_t res = reportTo(root, hello, deadline, &reply);
   if (res != ncclSuccess) {
     WARN("Bootstrap: rank %d of %d got no answer from the root at %s", rank_, nranks_, rootText.c_str());
     return res;
   }
-  rootSocket.close();
   SocketAddress successorAddress;
   if (!successorAddress.assign(reinterpret_cast<const sockaddr*>(&reply.successorAddress),
                                sizeof(reply.successorAddress))) {
@@ -72,22 +70,45 @@ ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional
 
   // Connect to the successor, then wait for the predecessor to connect to us.
   CHORUS_CHECK(Socket::connect(successorAddress, deadline, &ringSend_));
-  WireHeader ringHello{secret_, rank_, kWireRingHello, 0, 0, 0};
-  CHORUS_CHECK(ringSend_.sendAll(&ringHello, sizeof(ringHello), deadline));
+  const std::string toSuccessor = "the ring connection to rank " + std::to_string(successor());
+  CHORUS_CHECK(introduce(ringSend_, kWireRingHello, reply.successorNonce, deadline, toSuccessor));
   const std::string what = "the ring connection from rank " + std::to_string(predecessor());
   while (!ringRecv_.valid()) CHORUS_CHECK(progress(deadline, what, nullptr, 0));
 
-  std::vector<sockaddr_storage> addresses(nranks_);
-  addresses[rank_] = listener_.address().storage;
-  CHORUS_CHECK(allGather(addresses.data(), sizeof(sockaddr_storage)));
+  std::vector<PeerCard> cards(nranks_);
+  cards[rank_] = PeerCard{listener_.address().storage, {listenNonce_[0], listenNonce_[1]}};
+  CHORUS_CHECK(allGather(cards.data(), sizeof(PeerCard)));
   for (int r = 0; r < nranks_; ++r) {
-    if (!peerAddresses_[r].assign(reinterpret_cast<const sockaddr*>(&addresses[r]), sizeof(sockaddr_storage))) {
+    if (!peerAddresses_[r].assign(reinterpret_cast<const sockaddr*>(&cards[r].address), sizeof(sockaddr_storage))) {
       WARN("Bootstrap: rank %d: the all-gather brought no usable address for rank %d", rank_, r);
       return ncclInternalError;
     }
+    peerNonces_[r] = {cards[r].nonce[0], cards[r].nonce[1]};
   }
   INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d connected", rank_, nranks_);
   return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::reportTo(const RootContact& root, RootHello hello, const Deadline& deadline,
+                                     RootReply* reply) {
+  // The root runs on a thread (or process) of its own: plain blocking waits are fine here.
+  Socket socket;
+  Challenge challenge{};
+  CHORUS_CHECK(Socket::connect(root.address, deadline, &socket));
+  CHORUS_CHECK(socket.recvAll(&challenge, sizeof(challenge), deadline));
+  if (!challengeValid(challenge, "the root at " + root.address.toString())) return ncclSystemError;
+  hello.proof = rootHelloProof(bootstrapKey(root.secret), challenge, hello);
+  CHORUS_CHECK(socket.sendAll(&hello, sizeof(hello), deadline));
+  if (reply != nullptr) CHORUS_CHECK(socket.recvAll(reply, sizeof(*reply), deadline));
+  return ncclSuccess;
+}
+
+ncclResult_t RingBootstrap::introduce(Socket& socket, int32_t kind, const uint64_t listenNonce[2],
+                                      const Deadline& deadline, const std::string& what) {
+  uint64_t nonce = 0;
+  CHORUS_CHECK(randomBytes(&nonce, sizeof(nonce), "a bootstrap connection's nonce"));
+  const PeerHello hello = makePeerHello(key_, listenNonce, nonce, rank_, kind);
+  return sendProgressing(socket, &hello, sizeof(hello), deadline, what);
 }
 
 // ---- progress: accept, authenticate, read ----
@@ -154,22 +175,28 @@ RingBootstrap::Outcome RingBootstrap::readHello(Connection& c) {
   const std::string from = c.socket.address().toString();
   size_t received = 0;
   bool closed = false;
-  char* bytes = reinterpret_cast<char*>(&c.header);
-  if (c.socket.tryRecv(bytes + c.headerBytes, sizeof(WireHeader) - c.headerBytes, &received, &closed) != ncclSuccess) {
+  char* bytes = reinterpret_cast<char*>(&c.hello);
+  if (c.socket.tryRecv(bytes + c.helloBytes, sizeof(PeerHello) - c.helloBytes, &received, &closed) != ncclSuccess) {
     return Outcome::Drop;
   }
-  c.headerBytes += received;
-  if (c.headerBytes >= sizeof(uint64_t) && c.header.secret != secret_) {
-    INFO(kSubsysBootstrap, "Bootstrap: rank %d dropped a connection from %s: wrong secret", rank_, from.c_str());
-    return Outcome::Drop;
-  }
-  if (c.headerBytes < sizeof(WireHeader)) {
+  c.helloBytes += received;
+  if (c.helloBytes < sizeof(PeerHello)) {
     if (!closed) return Outcome::Keep;
-    WARN("Bootstrap: rank %d: connection from %s closed after %zu of %zu header bytes; dropped", rank_, from.c_str(),
-         c.headerBytes, sizeof(WireHeader));
+    drops_.dropped("from " + from + ": closed after " + std::to_string(c.helloBytes) + " of " +
+                   std::to_string(sizeof(PeerHello)) + " hello bytes");
     return Outcome::Drop;
   }
-  const WireHeader& h = c.header;
+  const PeerHello& h = c.hello;
+  if (h.magic != kPeerHelloMagic || h.proof != peerHelloProof(key_, listenNonce_, h)) {
+    drops_.dropped("from " + from + ": its hello does not prove the secret");
+    return Outcome::Drop;
+  }
+  // A proven hello counts once: the same bytes again are a copy, not a rank.
+  if (!helloSeen_.insert({h.rank, h.nonce}).second) {
+    drops_.dropped("from " + from + ": a copy of a hello this listener already took");
+    return Outcome::Drop;
+  }
+  // Proven: what is wrong from here on is a rank's mistake, worth a WARN.
   if (h.kind == kWireRingHello && h.rank == predecessor() && !ringRecv_.valid()) {
     ringRecv_ = std::move(c.socket);
     return Outcome::Taken;
@@ -181,8 +208,8 @@ RingBootstrap::Outcome RingBootstrap::readHello(Connection& c) {
     incoming_.push_back(std::move(c));
     return Outcome::Taken;
   }
-  WARN("Bootstrap: rank %d: unexpected first header from %s (kind %d, rank %d of %d); dropped", rank_, from.c_str(),
-       h.kind, h.rank, nranks_);
+  WARN("Bootstrap: rank %d: unexpected hello from %s (kind %d, rank %d of %d); dropped", rank_, from.c_str(), h.kind,
+       h.rank, nranks_);
   return Outcome::Drop;
 }
 
@@ -200,7 +227,8 @@ RingBootstrap::Outcome RingBootstrap::readMessages(Connection& c) {
       c.headerBytes += received;
       if (c.headerBytes == sizeof(WireHeader)) {
         const WireHeader& h = c.header;
-        if (h.secret != secret_ || h.rank != c.peer || h.kind != kWireP2pMessage || h.size > kMaxWireMessageBytes) {
+        if (h.magic != kMessageMagic || h.rank != c.peer || h.kind != kWireP2pMessage ||
+            h.size > kMaxWireMessageBytes) {
           WARN(
               "Bootstrap: rank %d: corrupt message header from rank %d (kind %d, rank %d, size %llu); dropping the "
               "connection",
@@ -243,9 +271,9 @@ void RingBootstrap::dropStalePending() {
   auto now = std::chrono::steady_clock::now();
   for (size_t i = pending_.size(); i-- > 0;) {
     if (now - pending_[i].acceptedAt < std::chrono::seconds(kHelloTimeoutSeconds)) continue;
-    WARN("Bootstrap: rank %d: connection from %s sent %zu of %zu header bytes in %d s; dropped", rank_,
-         pending_[i].socket.address().toString().c_str(), pending_[i].headerBytes, sizeof(WireHeader),
-         kHelloTimeoutSeconds);
+    drops_.dropped("from " + pending_[i].socket.address().toString() + ": sent " +
+                   std::to_string(pending_[i].helloBytes) + " of " + std::to_string(sizeof(PeerHello)) +
+                   " hello bytes in " + std::to_string(kHelloTimeoutSeconds) + " s");
     pending_.erase(pending_.begin() + i);
   }
 }
@@ -280,8 +308,9 @@ ncclResult_t RingBootstrap::peerSocket(int peer, const Deadline& deadline, Socke
   if (!socket.valid()) {
     Socket fresh;
     CHORUS_CHECK(Socket::connect(peerAddresses_[peer], deadline, &fresh));
-    WireHeader hello{secret_, rank_, kWireP2pHello, 0, 0, 0};
-    CHORUS_CHECK(fresh.sendAll(&hello, sizeof(hello), deadline));
+    CHORUS_CHECK(
+        introduce(fresh, kWireP2pHello, peerNonces_[peer].data(), deadline,
+                  "the connection to rank " + std::to_string(peer) + " at " + peerAddresses_[peer].toString()));
     socket = std::move(fresh);
   }
   *out = &socket;
@@ -304,7 +333,7 @@ ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t siz
                            std::to_string(peer) + " at " + peerAddresses_[peer].toString();
   Socket* socket = nullptr;
   CHORUS_CHECK(peerSocket(peer, deadline, &socket));
-  WireHeader header{secret_, rank_, kWireP2pMessage, tag, 0, size};
+  WireHeader header{kMessageMagic, rank_, kWireP2pMessage, tag, size};
   ncclResult_t res = sendProgressing(*socket, &header, sizeof(header), deadline, what);
   if (res == ncclSuccess) res = sendProgressing(*socket, data, size, deadline, what);
   // A half-sent message leaves the stream unusable; a later send starts a new connection.

@@ -11,16 +11,20 @@
 
 #include <poll.h>
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/keyed_hash.h"
 #include "core/socket.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/bootstrap_auth.h"
 #include "src/bootstrap/bootstrap_wire.h"
 
 namespace chorus {
@@ -46,11 +50,13 @@ class RingBootstrap final : public Bootstrap {
   ncclResult_t barrier() override;
 
  private:
-  // An accepted connection: its first header pending, or an authenticated p2p stream
+  // An accepted connection: its hello pending; or an authenticated p2p stream
   // read message by message.
   struct Connection {
     Socket socket;
     int peer = -1;
+    PeerHello hello{};
+    size_t helloBytes = 0;
     WireHeader header{};
     size_t headerBytes = 0;
     std::vector<char> payload;
@@ -68,6 +74,12 @@ class RingBootstrap final : public Bootstrap {
   void dropStalePending();
 
   ncclResult_t peerSocket(int peer, const Deadline& deadline, Socket** out);
+  // Opens a connection with a PeerHello of `kind`, proven for the listener that announced
+  // `listenNonce`. Never waits for the listener: it may not be serving it right now.
+  ncclResult_t introduce(Socket& socket, int32_t kind, const uint64_t listenNonce[2], const Deadline& deadline,
+                         const std::string& what);
+  // Proves `hello` to `root` and, unless it is successorOnly, takes the root's answer.
+  ncclResult_t reportTo(const RootContact& root, RootHello hello, const Deadline& deadline, RootReply* reply);
   // Sends while still serving incoming traffic, so two ranks sending to each other cannot deadlock.
   ncclResult_t sendProgressing(Socket& socket, const void* data, size_t size, const Deadline& deadline,
                                const std::string& what);
@@ -77,16 +89,20 @@ class RingBootstrap final : public Bootstrap {
   int predecessor() const { return (rank_ + nranks_ - 1) % nranks_; }
   int successor() const { return (rank_ + 1) % nranks_; }
 
-  uint64_t secret_;
+  SipKey key_;  // the first id's: what ranks prove to each other
   const std::atomic<uint32_t>* abortFlag_;
   Socket listener_;
+  uint64_t listenNonce_[2] = {0, 0};              // announced with our address; hellos to us are proven with it
+  std::set<std::pair<int, uint64_t>> helloSeen_;  // (rank, nonce) of every hello taken: each counts once
+  DropLog drops_;
   Socket ringSend_;  // to the successor
   Socket ringRecv_;  // from the predecessor
   std::vector<SocketAddress> peerAddresses_;
-  std::vector<Socket> outgoing_;                                             // per peer, opened on first send
-  std::vector<bool> peerClosed_;                                             // the peer's p2p connection to us ended
-  std::vector<Connection> pending_;                                          // accepted, first header not complete
-  std::vector<Connection> incoming_;                                         // authenticated p2p connections
+  std::vector<std::array<uint64_t, 2>> peerNonces_;  // each rank's listener's, from the all-gather
+  std::vector<Socket> outgoing_;                     // per peer, opened on first send
+  std::vector<bool> peerClosed_;                     // the peer's p2p connection to us ended
+  std::vector<Connection> pending_;                  // accepted, hello not complete
+  std::vector<Connection> incoming_;                 // authenticated p2p connections
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> unexpected_;  // (peer, tag) -> messages
 };
 

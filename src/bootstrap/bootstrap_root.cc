@@ -1,96 +1,93 @@
 #include "src/bootstrap/bootstrap_root.h"
 
-#include <poll.h>
-
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <optional>
 #include <thread>
-#include <vector>
 
 #include "core/debug.h"
-#include "core/thread_name.h"
-#include "src/bootstrap/bootstrap_wire.h"
 
 namespace chorus {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 // Far beyond any real job; a larger count in a report means a corrupt report.
 constexpr int32_t kMaxRanks = 1 << 24;
 
-// An accepted connection whose report has not fully arrived yet.
-struct PendingReport {
-  Socket socket;
-  RootHello hello{};
-  size_t received = 0;
-  std::chrono::steady_clock::time_point acceptedAt;
-};
+int msUntil(Clock::time_point when) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(when - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, 60 * 1000));
+}
 
-class RootServer {
- public:
-  RootServer(Socket listener, uint64_t secret, int timeoutSeconds)
-      : listener_(std::move(listener)), secret_(secret), timeoutSeconds_(timeoutSeconds) {}
-  ncclResult_t run();
+}  // namespace
 
- private:
-  ncclResult_t acceptQueued();
-  // Reads what `pending_[index]` has sent; returns false when the connection is done
-  // with (dropped, or its complete report taken).
-  bool readReport(PendingReport& report);
-  void takeReport(PendingReport& report);
-  void dropStale();
-  void answerRanks();
-
-  Socket listener_;
-  uint64_t secret_;
-  int timeoutSeconds_;
-  std::string where_;
-  int nranks_ = -1;  // learned from the first report that presents the secret
-  RootBlock block_;  // the ranks this root serves (all of them unless there are several roots)
-  int reported_ = 0;
-  std::optional<SocketAddress> successor_;  // of the block's last rank, when another root serves it
-  bool needsSuccessor() const { return block_.count < nranks_; }
-  bool complete() const { return nranks_ >= 0 && reported_ == block_.count && (!needsSuccessor() || successor_); }
-  std::vector<Socket> rankSockets_;
-  std::vector<SocketAddress> rankAddresses_;
-  std::vector<PendingReport> pending_;
-};
-
-ncclResult_t RootServer::run() {
-  where_ = listener_.address().toString();
+RootServer::RootServer(Socket listener, uint64_t secret, int timeoutSeconds)
+    : listener_(std::move(listener)),
+      key_(bootstrapKey(secret)),
+      timeoutSeconds_(timeoutSeconds),
+      deadline_(Clock::now() + std::chrono::seconds(timeoutSeconds)),
+      where_(listener_.address().toString()),
+      drops_("Bootstrap root " + where_) {
   INFO(kSubsysBootstrap, "Bootstrap root: listening on %s", where_.c_str());
-  Deadline deadline(timeoutSeconds_, nullptr);
-  std::vector<pollfd> fds;
-  while (!complete()) {
-    if (deadline.expired()) {
-      if (nranks_ < 0) {  // an id nobody used (one of several ncclCommInitRankScalable ids, say): no news
-        INFO(kSubsysBootstrap, "Bootstrap root %s: no rank came in %d s; exiting", where_.c_str(), timeoutSeconds_);
-        return ncclSuccess;
-      }
-      WARN("Bootstrap root %s: timed out after %d s with %d of %d ranks (%d to %d) reported%s", where_.c_str(),
-           timeoutSeconds_, reported_, block_.count, block_.first, block_.first + block_.count - 1,
-           needsSuccessor() && !successor_ ? " and no word from the next block's first rank" : "");
-      return ncclSystemError;
-    }
-    // Every pending connection is polled, so a silent one cannot hold up the others.
-    fds.assign(1, pollfd{listener_.fd(), POLLIN, 0});
-    for (const PendingReport& report : pending_) fds.push_back({report.socket.fd(), POLLIN, 0});
-    int n = poll(fds.data(), fds.size(), deadline.pollSliceMs());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      WARN("Bootstrap root %s: poll failed: %s", where_.c_str(), strerror(errno));
-      return ncclSystemError;
-    }
-    for (size_t i = pending_.size(); i-- > 0;) {
-      if (fds[i + 1].revents != 0 && !readReport(pending_[i])) pending_.erase(pending_.begin() + i);
-    }
-    dropStale();
-    if (fds[0].revents != 0) CHORUS_CHECK(acceptQueued());
+}
+
+void RootServer::appendPollFds(std::vector<pollfd>* fds) const {
+  fds->push_back({listener_.fd(), POLLIN, 0});
+  for (const PendingReport& report : pending_) fds->push_back({report.socket.fd(), POLLIN, 0});
+}
+
+int RootServer::nextWakeMs() const {
+  int ms = msUntil(deadline_);
+  // Every pending connection is polled, so a silent one cannot hold up the others; it is
+  // dropped once it overstays.
+  for (const PendingReport& report : pending_) {
+    ms = std::min(ms, msUntil(report.acceptedAt + std::chrono::seconds(kHelloTimeoutSeconds)));
   }
-  answerRanks();
-  INFO(kSubsysBootstrap, "Bootstrap root %s: all %d ranks answered, exiting", where_.c_str(), block_.count);
-  return ncclSuccess;
+  return ms;
+}
+
+bool RootServer::serve(const pollfd* fds) {
+  for (size_t i = pending_.size(); i-- > 0;) {
+    if (fds[i + 1].revents != 0 && !readReport(pending_[i])) pending_.erase(pending_.begin() + i);
+  }
+  dropStale();
+  if (fds[0].revents != 0) {
+    const ncclResult_t accepted = acceptQueued();
+    if (accepted != ncclSuccess) return finish(accepted);
+  }
+  if (complete()) {
+    answerRanks();
+    return finish(ncclSuccess);
+  }
+  if (Clock::now() >= deadline_) return finish(nranks_ < 0 ? ncclSuccess : ncclSystemError);
+  return true;
+}
+
+bool RootServer::finish(ncclResult_t result) {
+  result_ = result;
+  if (result != ncclSuccess && nranks_ >= 0 && Clock::now() >= deadline_) {
+    WARN("Bootstrap root %s: timed out after %d s with %d of %d ranks (%d to %d) reported%s", where_.c_str(),
+         timeoutSeconds_, reported_, block_.count, block_.first, block_.first + block_.count - 1,
+         needsSuccessor() && !successor_ ? " and no word from the next block's first rank" : "");
+  } else if (complete()) {
+    INFO(kSubsysBootstrap, "Bootstrap root %s: all %d ranks answered, exiting", where_.c_str(), block_.count);
+  } else if (nranks_ < 0 && result == ncclSuccess) {
+    // An id nobody used (one of several ncclCommInitRankScalable ids, say): no news.
+    INFO(kSubsysBootstrap, "Bootstrap root %s: no rank came in %d s; exiting", where_.c_str(), timeoutSeconds_);
+  }
+  // Nothing more to serve: close now rather than when the owner gets round to it.
+  pending_.clear();
+  rankSockets_.clear();
+  listener_.close();
+  return false;
+}
+
+void RootServer::abandon() {
+  drops_.discard();
+  pending_.clear();
+  rankSockets_.clear();
+  listener_.close();
 }
 
 ncclResult_t RootServer::acceptQueued() {
@@ -102,11 +99,20 @@ ncclResult_t RootServer::acceptQueued() {
       const size_t shed = pending_.empty() ? 0 : 1;
       if (shed) pending_.erase(pending_.begin());
       warnOutOfDescriptors("the bootstrap root " + where_, shed);
-      if (!shed) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the backlog keeps it readable
+      // The backlog keeps the listener readable: give descriptors a moment to come back.
+      if (!shed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return ncclSuccess;
     }
     if (!socket.valid()) return ncclSuccess;
-    pending_.push_back({std::move(socket), RootHello{}, 0, std::chrono::steady_clock::now()});
+    PendingReport report;
+    report.socket = std::move(socket);
+    report.acceptedAt = Clock::now();
+    std::string why;
+    if (!sendChallenge(report.socket, &report.challenge, &why)) {
+      drops_.dropped("from " + report.socket.address().toString() + ": " + why);
+      continue;
+    }
+    pending_.push_back(std::move(report));
   }
 }
 
@@ -120,24 +126,23 @@ bool RootServer::readReport(PendingReport& report) {
     return false;  // tryRecv named the failure
   }
   report.received += received;
-  // Judge the secret as soon as it is in, so an intruder is not kept around.
-  if (report.received >= sizeof(uint64_t) && report.hello.secret != secret_) {
-    INFO(kSubsysBootstrap, "Bootstrap root %s: dropped a connection from %s: wrong secret", where_.c_str(),
-         peer.c_str());
-    return false;
-  }
   if (report.received == sizeof(RootHello)) {
+    if (report.hello.proof != rootHelloProof(key_, report.challenge, report.hello)) {
+      drops_.dropped("from " + peer + ": its report does not prove the secret");
+      return false;
+    }
     takeReport(report);
     return false;
   }
   if (closed) {
-    WARN("Bootstrap root %s: connection from %s closed after %zu of %zu bytes of its report; dropped", where_.c_str(),
-         peer.c_str(), report.received, sizeof(RootHello));
+    drops_.dropped("from " + peer + ": closed after " + std::to_string(report.received) + " of " +
+                   std::to_string(sizeof(RootHello)) + " bytes of its report");
     return false;
   }
   return true;
 }
 
+// The report is proven: whatever is wrong with it now is a rank's mistake, worth a WARN.
 void RootServer::takeReport(PendingReport& report) {
   const std::string peer = report.socket.address().toString();
   const RootHello& hello = report.hello;
@@ -182,14 +187,15 @@ void RootServer::takeReport(PendingReport& report) {
     nranks_ = hello.nranks;
     block_ = block;
     rankSockets_.resize(block_.count);  // indexed by rank - block_.first
-    rankAddresses_.resize(block_.count);
+    rankCards_.resize(block_.count);
   }
+  const PeerCard card{hello.listenAddress, {hello.listenNonce[0], hello.listenNonce[1]}};
   if (successorOnly) {
     if (successor_) {
       WARN("Bootstrap root %s: the successor rank %d reported twice (again from %s); dropped", where_.c_str(),
            hello.rank, peer.c_str());
     } else {
-      successor_ = address;
+      successor_ = card;
     }
     return;
   }
@@ -202,55 +208,51 @@ void RootServer::takeReport(PendingReport& report) {
   TRACE(kSubsysBootstrap, "Bootstrap root %s: rank %d of %d listens on %s", where_.c_str(), hello.rank, nranks_,
         address.toString().c_str());
   rankSockets_[slot] = std::move(report.socket);
-  rankAddresses_[slot] = address;
+  rankCards_[slot] = card;
   ++reported_;
 }
 
 void RootServer::dropStale() {
-  auto now = std::chrono::steady_clock::now();
+  const auto now = Clock::now();
   for (size_t i = pending_.size(); i-- > 0;) {
     if (now - pending_[i].acceptedAt < std::chrono::seconds(kHelloTimeoutSeconds)) continue;
-    WARN("Bootstrap root %s: connection from %s sent %zu of %zu bytes of its report in %d s; dropped", where_.c_str(),
-         pending_[i].socket.address().toString().c_str(), pending_[i].received, sizeof(RootHello),
-         kHelloTimeoutSeconds);
+    drops_.dropped("from " + pending_[i].socket.address().toString() + ": sent " +
+                   std::to_string(pending_[i].received) + " of " + std::to_string(sizeof(RootHello)) +
+                   " bytes of its report in " + std::to_string(kHelloTimeoutSeconds) + " s");
     pending_.erase(pending_.begin() + i);
   }
 }
 
 void RootServer::answerRanks() {
   for (int slot = 0; slot < block_.count; ++slot) {
-    RootReply reply{};
     const bool last = slot + 1 == block_.count;
-    reply.successorAddress = !last              ? rankAddresses_[slot + 1].storage
-                             : needsSuccessor() ? successor_->storage
-                                                : rankAddresses_[0].storage;
-    Deadline deadline(timeoutSeconds_, nullptr);
-    // A rank that gave up only costs itself; the rest are still answered.
-    if (rankSockets_[slot].sendAll(&reply, sizeof(reply), deadline) != ncclSuccess) {
+    const PeerCard& successor = !last ? rankCards_[slot + 1] : needsSuccessor() ? *successor_ : rankCards_[0];
+    const RootReply reply{successor.address, {successor.nonce[0], successor.nonce[1]}};
+    // Without waiting, as this thread serves other roots too: the rank sent its report and
+    // waits for this answer, so the answer fits in the connection's empty send buffer. A rank
+    // that gave up only costs itself; the rest are still answered.
+    size_t sent = 0;
+    if (rankSockets_[slot].trySend(&reply, sizeof(reply), &sent) != ncclSuccess || sent != sizeof(reply)) {
       WARN("Bootstrap root %s: could not answer rank %d", where_.c_str(), block_.first + slot);
     }
   }
 }
 
-}  // namespace
-
 ncclResult_t runBootstrapRoot(Socket listener, uint64_t secret, int timeoutSeconds) {
   RootServer server(std::move(listener), secret, timeoutSeconds);
-  return server.run();
-}
-
-ncclResult_t startBootstrapRoot(Socket listener, uint64_t secret) {
-  const int timeoutSeconds = bootstrapTimeoutSeconds();
-  try {
-    std::thread([listener = std::move(listener), secret, timeoutSeconds]() mutable {
-      nameThisThread("NCCL Root");
-      (void)runBootstrapRoot(std::move(listener), secret, timeoutSeconds);
-    }).detach();
-  } catch (const std::system_error& e) {
-    WARN("Bootstrap: cannot start the root thread: %s", e.what());
-    return ncclSystemError;
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    server.appendPollFds(&fds);
+    if (poll(fds.data(), fds.size(), server.nextWakeMs()) < 0) {
+      if (errno != EINTR) {
+        WARN("Bootstrap root: poll failed: %s", strerror(errno));
+        return ncclSystemError;
+      }
+      for (pollfd& fd : fds) fd.revents = 0;
+    }
+    if (!server.serve(fds.data())) return server.result();
   }
-  return ncclSuccess;
 }
 
 }  // namespace chorus

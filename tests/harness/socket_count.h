@@ -1,6 +1,7 @@
-// TCP sockets of this process by traffic class: what tests of ncclConfig_t.trafficClass and
-// of the net plugins count. Header-only and OS-only (no Chorus code), so that the unit tests
-// (which link the static library) and the API tests (the shared one) both use it.
+// TCP sockets of this process by traffic class, listening sockets and threads: what tests of
+// ncclConfig_t.trafficClass, of the net plugins and of the bootstrap's roots count.
+// Header-only and OS-only (no Chorus code), so that the unit tests (which link the static
+// library) and the API tests (the shared one) both use it.
 #pragma once
 
 #include <dirent.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 namespace chorus_test {
 
@@ -33,6 +35,34 @@ inline int socketsWithTrafficClass(int trafficClass) {
   }
   closedir(dir);
   return found;
+}
+
+// Listening TCP sockets of this process; -1 when /proc/self/fd cannot be read.
+inline int listeningSockets() {
+  int found = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  while (dirent* entry = readdir(dir)) {
+    const int fd = atoi(entry->d_name);
+    int value = 0;
+    socklen_t length = sizeof(value);
+    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &length) != 0 || value != SOCK_STREAM) continue;
+    length = sizeof(value);
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) == 0 && value != 0) ++found;
+  }
+  closedir(dir);
+  return found;
+}
+
+// Threads of this process (a joined or ended thread leaves a moment after it returns).
+inline int threadsOfThisProcess() {
+  int count = 0;
+  std::error_code error;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    ++count;
+  }
+  return count;
 }
 
 }  // namespace chorus_test

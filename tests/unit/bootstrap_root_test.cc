@@ -1,0 +1,135 @@
+// The bootstrap root: its protocol (duplicate and inconsistent reports, its timeout) and
+// what a root costs (one thread for all of a process's roots, its socket only while needed).
+
+#include "tests/harness/socket_count.h"
+#include "tests/unit/bootstrap_fixture.h"
+
+namespace chorus {
+namespace {
+
+using namespace bootstrap_testing;
+
+// ---- the root protocol itself ----
+
+TEST(BootstrapTest, RootDropsDuplicateAndInconsistentReportsAndAnswersTheRest) {
+  Socket listener;
+  ASSERT_EQ(Socket::listen(loopbackAddress(), &listener), ncclSuccess);
+  const SocketAddress rootAt = listener.address();
+  const uint64_t secret = 77;
+  ncclResult_t rootResult = ncclInternalError;
+  std::thread root([&] { rootResult = runBootstrapRoot(std::move(listener), secret, 30); });
+  auto report = [&](int rank, int nranks, uint16_t port) {
+    RootHello hello{};
+    hello.rank = rank;
+    hello.nranks = nranks;
+    hello.block = RootBlock{0, nranks};
+    SocketAddress where = loopbackAddress();
+    where.setPort(port);
+    hello.listenAddress = where.storage;
+    Socket s = provenReport(rootAt, secret, hello);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // keep the arrival order
+    return s;
+  };
+  Socket first = report(0, 2, 1000);
+  Socket duplicate = report(0, 2, 2000);
+  Socket mismatched = report(1, 3, 3000);
+  Socket noAddress = intruder(rootAt, &secret, sizeof(secret));  // the old way: the secret in clear, then silence
+  Socket second = report(1, 2, 4000);
+  root.join();
+  EXPECT_EQ(rootResult, ncclSuccess);
+  RootReply reply{};
+  SocketAddress successor;
+  ASSERT_EQ(first.recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclSuccess);
+  successor.assign(reinterpret_cast<sockaddr*>(&reply.successorAddress), sizeof(reply.successorAddress));
+  EXPECT_EQ(successor.port(), 4000);
+  ASSERT_EQ(second.recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclSuccess);
+  successor.assign(reinterpret_cast<sockaddr*>(&reply.successorAddress), sizeof(reply.successorAddress));
+  EXPECT_EQ(successor.port(), 1000);
+  // The dropped ones see their connection closed without an answer.
+  for (Socket* dropped : {&duplicate, &mismatched}) {
+    EXPECT_EQ(dropped->recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclRemoteError);
+  }
+  expectDropped(noAddress, "the secret in clear", 1.0);
+}
+
+// A root that one rank of two reached gives up with a WARN; one that no rank ever reached
+// (an unused id) ends quietly.
+TEST(BootstrapTest, RootGivesUpAfterItsTimeout) {
+  Socket listener;
+  ASSERT_EQ(Socket::listen(loopbackAddress(), &listener), ncclSuccess);
+  const SocketAddress rootAt = listener.address();
+  RootHello hello{};
+  hello.rank = 0;
+  hello.nranks = 2;
+  hello.block = RootBlock{0, 2};
+  hello.listenAddress = loopbackAddress().storage;
+  auto start = Clock::now();
+  ncclResult_t result = ncclSuccess;
+  clearLastError();  // the root's WARN comes from its own thread: read through to the process's last error
+  std::thread root([&] { result = runBootstrapRoot(std::move(listener), 1, 1); });
+  Socket reporter = provenReport(rootAt, 1, hello);
+  root.join();
+  EXPECT_EQ(result, ncclSystemError);
+  EXPECT_LT(secondsSince(start), 3.0);
+  EXPECT_NE(strstr(lastErrorText(), "1 of 2 ranks"), nullptr) << lastErrorText();
+
+  static std::atomic<int> warns{0};
+  setenv("NCCL_DEBUG", "WARN", 1);  // the sink sees only what the level lets through
+  resetDebugInit();
+  setLogSink([](LogLevel level, uint64_t, const char*, int, const char*) { warns += level == LogLevel::Warn; });
+  Socket unused;
+  ASSERT_EQ(Socket::listen(loopbackAddress(), &unused), ncclSuccess);
+  EXPECT_EQ(runBootstrapRoot(std::move(unused), 1, 1), ncclSuccess);
+  setLogSink(nullptr);
+  unsetenv("NCCL_DEBUG");
+  resetDebugInit();
+  EXPECT_EQ(warns.load(), 0) << "no WARN from a root nobody used";
+}
+
+// The test plays the root and rank 1 of 2, byte by byte as the protocol says, and records
+// everything rank 0 sends on every connection: its report, its ring hello, its card in the
+// all-gather, a p2p hello, a message. The secret is in none of it; rank 0 accepts the
+// test's proven hellos; and a proof copied onto a new connection is refused.
+
+TEST(BootstrapTest, ARootClosesAsSoonAsItsRanksAreAnswered) {
+  ncclUniqueId id;
+  UniqueIdContents root = newRoot(&id);
+  BootstrapList all = createAll(id, 2);
+  ASSERT_FALSE(HasFailure());
+  bool listening = true;
+  for (auto start = Clock::now(); listening && secondsSince(start) < 2.0;) {
+    const int fd = ::socket(root.root.family(), SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    listening = ::connect(fd, root.root.sa(), root.root.length()) == 0;
+    ::close(fd);
+    if (listening) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(listening) << "the root at " << root.root.toString() << " still accepts connections";
+}
+
+// Fifty ids nobody uses: one thread serves all their roots (at most one more than before),
+// and at their timeout each closes its listener, with no WARN.
+TEST(BootstrapTest, UnusedIdsShareOneThreadAndCloseQuietlyAtTheirTimeout) {
+  const int threadsBefore = chorus_test::threadsOfThisProcess();
+  const int listenersBefore = chorus_test::listeningSockets();
+  WarnCatcher catcher;
+  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "1", 1);
+  std::vector<ncclUniqueId> ids(50);
+  for (auto& id : ids) ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
+  unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+  EXPECT_LE(chorus_test::threadsOfThisProcess(), threadsBefore + 1);
+  EXPECT_GE(chorus_test::listeningSockets(), listenersBefore + 50);
+  int listeners = chorus_test::listeningSockets();
+  for (auto start = Clock::now(); listeners > listenersBefore && secondsSince(start) < 5.0;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    listeners = chorus_test::listeningSockets();
+  }
+  EXPECT_LE(listeners, listenersBefore) << "the unused roots did not close at their 1 s timeout";
+  EXPECT_LE(chorus_test::threadsOfThisProcess(), threadsBefore + 1);
+  EXPECT_EQ(catcher.warns(), 0) << catcher.last();
+}
+
+// NCCL's spread of ranks over roots: balanced, the first roots one larger.
+
+}  // namespace
+}  // namespace chorus
