@@ -4,12 +4,12 @@
 // Every work item knows its call's stamp: a sequence number (per communicator for
 // collectives, per sender → receiver pair for Send/Recv, counted at the API) and what the
 // call is (kind, type, reduction, count, root, algorithm and protocol). Each step carries
-// a StepStamp, the call's stamp plus the step's number and bytes:
-//   direct FIFOs (P2P, SHM): StepFifoControl::stamps[s % nSlots], written before the step
-//     is published (Simple: before tail; LL/LL128: behind a release fence, before the
-//     lines), read by the receiver once the step arrived;
-//   proxied FIFOs (NET): a trailer right behind the step's payload, 8-byte aligned, sent
-//     with it; `sizes` then counts the trailer too.
+// a stamp, the call's stamp plus the step's bytes (and number):
+//   Simple on direct FIFOs (P2P, SHM): StepFifoControl::stamps[s % nSlots], written before
+//     tail is published, read by the receiver once the step arrived (step_stamps.h);
+//   Simple on proxied FIFOs (NET): a trailer right behind the step's payload, 8-byte
+//     aligned, sent with it; `sizes` then counts the trailer too;
+//   LL and LL128, everywhere: the step's first lines (ll_primitives.h), flags and all.
 // The receiver compares the stamp with its own call's (stampsMatch): a Send matches the
 // Recv of the same sequence number and bytes; a collective matches only itself. So no
 // extra message or round trip is needed, and a mismatch shows at the first step.

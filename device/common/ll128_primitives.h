@@ -10,11 +10,10 @@
 // step + 1, then reads the payload. (On a GPU NCCL gets the same effect from a warp's
 // 128-byte store; on the CPU the release/acquire pair is what orders the line.)
 // Payload packing, step sizes, the periodic slot refresh that keeps stale lines from
-// passing for current ones, and the step stamps are as described in ll_primitives.h. 120 bytes hold a whole number of elements of every type (1, 2, 4 or
-// 8 bytes), so no element straddles two lines.
-// Slots: only whole lines are used. The host sizes LL128 slots in whole lines; a slot
-// that is not (NCCL hangs on one) loses its tail instead, and one under a line, or not
-// 8-byte aligned, fails the primitive cleanly (ok() false, the error recorded).
+// passing for current ones, and the step stamps are as described in ll_primitives.h. 120 bytes hold a whole number of
+// elements of every type (1, 2, 4 or 8 bytes), so no element straddles two lines. Slots: only whole lines are used. The
+// host sizes LL128 slots in whole lines; a slot that is not (NCCL hangs on one) loses its tail instead, and one under a
+// line, or not 8-byte aligned, fails the primitive cleanly (ok() false, the error recorded).
 #pragma once
 
 #include <cstddef>

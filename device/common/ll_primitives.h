@@ -18,12 +18,12 @@
 // unpacked in local memory where the compiler can vectorise the format's shuffles —
 // on the CPU, per-line scalar work otherwise costs more than the data movement.
 //
-// Payload of a step (both protocols): the n * sizeof(T) bytes of the elements, packed in
-// order, 8 B per LL line (120 B per LL128 line); line i of the step is line i of slot
-// step % nSlots. A step of B bytes occupies max(1, ceil(B / payload)) lines: the last
-// line is written whole (both words, or all 15, zero past the data), and a step of zero
-// elements still writes one line, so a receiver never publishes `head` for a step its
-// sender has not reached. Sizes: a step carries at most (usable lines * payload) bytes.
+// Payload of a step (both protocols): the stamp lines (below), then the n * sizeof(T)
+// bytes of the elements, packed in order, 8 B per LL line (120 B per LL128 line); data
+// line i of the step is line kStampLines + i of slot step % nSlots. A step of B bytes
+// occupies max(1, ceil(B / payload)) data lines: the last line is written whole (both
+// words, or all 15, zero past the data), and a step of zero elements still writes one
+// line. Sizes: a step carries at most ((usable lines - stamp lines) * payload) bytes.
 //
 // Why a stale line can never pass for a current one. A reader of step s reads only the
 // lines of s's size. Each of them was last written at some earlier step s' of the same
@@ -38,9 +38,10 @@
 // LL128), lines that were never written since the connection started, provided it started
 // at least nSlots steps before that step (every real connection starts at step 0).
 //
-// Sizes and calls: every step is stamped (step_stamps.h) with its call and its bytes (its
-// lines times the line size). On a direct FIFO the stamp is written before the step's
-// first line and the receiver checks it before using any line, so a mismatched call or
+// Sizes and calls: a step's first lines carry its stamp (call_stamp.h: the call and the
+// step's bytes, 32 bytes of payload: 4 LL lines, 1 LL128 line), its data follows. The
+// stamp travels in lines like the data, flags and all, so it costs no other cache line
+// and no ordering; the receiver reads it before any data line, so a mismatched call or
 // count fails the step instead of reading a prefix or waiting for lines that never come.
 //
 // The pipeline works in blocks of kBlockLines lines through on-stack staging buffers:
@@ -66,6 +67,10 @@
 #include "device/common/team_ops.h"
 
 namespace chorus {
+
+// The lines a step's stamp takes before its data (see above): 32 bytes of payload.
+constexpr size_t kLineStampBytes = 32;
+constexpr size_t lineStampLines(Protocol p) { return p == Protocol::LL ? kLineStampBytes / 8 : 1; }
 
 // True for the nSlots steps just before each step whose flag is 0 mod 2^31 (see above).
 CHORUS_HD bool isRefreshStep(uint64_t step, int nSlots) {
@@ -225,7 +230,17 @@ class LinePrimitives {
   static CHORUS_HD size_t slotLines(const FifoEnd& e) {
     return e.slotBytes[static_cast<int>(kProtocol)] / Format::kLineBytes;
   }
-  static CHORUS_HD size_t capacityBytes(const FifoEnd& e) { return slotLines(e) * Format::kPayloadBytes; }
+  // A step's first lines carry its stamp (see the header comment), the data follows.
+  struct LineStamp {
+    int64_t bytes;
+    CallStamp call;
+  };
+  static constexpr size_t kStampLines = lineStampLines(kProtocol);
+  static_assert(sizeof(LineStamp) == kLineStampBytes && kStampLines * Format::kPayloadBytes >= kLineStampBytes);
+  static CHORUS_HD size_t capacityBytes(const FifoEnd& e) {
+    const size_t lines = slotLines(e);
+    return lines > kStampLines ? (lines - kStampLines) * Format::kPayloadBytes : 0;
+  }
   static CHORUS_HD size_t linesFor(size_t bytes) {
     const size_t lines = (bytes + Format::kPayloadBytes - 1) / Format::kPayloadBytes;
     return lines > 0 ? lines : 1;
@@ -239,11 +254,11 @@ class LinePrimitives {
   CHORUS_HD void checkSlot(const FifoEnd& e) {
     const size_t bytes = e.slotBytes[static_cast<int>(kProtocol)];
     const bool aligned = bytes % 8 == 0 && reinterpret_cast<uintptr_t>(e.buffs[static_cast<int>(kProtocol)]) % 8 == 0;
-    if (bytes < Format::kLineBytes || !aligned) {
+    if (bytes < (kStampLines + 1) * Format::kLineBytes || !aligned) {
       exec_.fail(e,
-                 kProtocol == Protocol::LL ? "LL slot unusable (under one 16-byte line or not 8-byte aligned)"
-                                           : "LL128 slot unusable (under one 128-byte line or not 8-byte aligned)",
-                 static_cast<long>(bytes), static_cast<long>(Format::kLineBytes));
+                 kProtocol == Protocol::LL ? "LL slot unusable (under five 16-byte lines or not 8-byte aligned)"
+                                           : "LL128 slot unusable (under two 128-byte lines or not 8-byte aligned)",
+                 static_cast<long>(bytes), static_cast<long>((kStampLines + 1) * Format::kLineBytes));
       ok_ = false;
     }
   }
@@ -268,9 +283,9 @@ class LinePrimitives {
     const size_t totalBytes = n * sizeof(T);
     const size_t totalLines = linesFor(totalBytes);
     if (exec_.tid() == 0) {
-      if constexpr (kRecv) awaitStampedSteps(totalLines);
+      if constexpr (kRecv) checkStamps(totalBytes, totalLines);
       if constexpr (kSend) {
-        if (acquireSendSlots()) stampDirectSends(totalLines);
+        if (acquireSendSlots()) sendStamps(totalBytes);
       }
     }
     ok_ = exec_.teamAll(ok_);
@@ -288,12 +303,12 @@ class LinePrimitives {
       const size_t m = bytes / sizeof(T);
       if constexpr (kRecv) {
         // Simple's order: in0 (+) pre(src), then (+) in1, ...; post() on the last reduction.
-        if (!receiveLines(*recv_.ends[0], line0, lines, acc)) break;
+        if (!receiveLines(*recv_.ends[0], kStampLines + line0, lines, acc)) break;
         if constexpr (kReduce)
           reduceArrays(values, values, src + e0, m, op_, false, true, postReduce && recv_.count == 1);
         bool received = true;
         for (int i = 1; i < recv_.count && received; ++i) {
-          received = receiveLines(*recv_.ends[i], line0, lines, more);
+          received = receiveLines(*recv_.ends[i], kStampLines + line0, lines, more);
           if constexpr (kReduce) {
             if (received)
               reduceArrays(values, values, reinterpret_cast<const T*>(more), m, op_, false, false,
@@ -312,9 +327,9 @@ class LinePrimitives {
           if constexpr (Format::kBlockMoves && kBlockLines > 1) {
             alignas(16) uint64_t words[kBlockLines * Format::kLineWords];
             Format::packLines(words, acc, lines, Format::flagOf(s.step));
-            Exec::storeWords(lineAt(s, line0), words, lines * Format::kLineWords);
+            Exec::storeWords(lineAt(s, kStampLines + line0), words, lines * Format::kLineWords);
           } else {
-            Format::template writeLines<Exec>(lineAt(s, line0), acc, lines, Format::flagOf(s.step));
+            Format::template writeLines<Exec>(lineAt(s, kStampLines + line0), acc, lines, Format::flagOf(s.step));
           }
         }
       }
@@ -362,29 +377,49 @@ class LinePrimitives {
     return true;
   }
 
-  // Every receive end's step must belong to this call (step_stamps.h) before its lines are
-  // used. A proxied end's step is there only once its proxy has published tail (see
-  // step_fifo.h); a direct end's stamp precedes its lines. Thread 0 only.
-  CHORUS_HD bool awaitStampedSteps(size_t lines) {
-    const int64_t bytes = static_cast<int64_t>(lines * Format::kLineBytes);
+  // Every receive end's step must belong to this call, with the bytes this rank expects,
+  // before its data is used: its stamp lines are read (and waited for) like data lines. A
+  // proxied end's step is there only once its proxy has published tail (see step_fifo.h),
+  // and must be as long as this rank expects. Thread 0 only.
+  CHORUS_HD bool checkStamps(size_t bytes, size_t lines) {
     for (int i = 0; i < recv_.count && ok_; ++i) {
       const FifoEnd& r = *recv_.ends[i];
-      if (r.proxied) {
-        ok_ = awaitStep(exec_, r) && checkStepStamp(exec_, r, kProtocol, bytes, call_);
-      } else if (call_.seq != 0) {  // unstamped work (fingerprints off) keeps direct lines bare
-        ok_ = checkStepStamp(exec_, r, kProtocol, bytes, call_);
+      if (r.proxied && !(ok_ = awaitStep(exec_, r))) break;
+      const int64_t wire = r.proxied ? r.ctrl->sizes[r.step & static_cast<uint64_t>(r.nSlots - 1)] : 0;
+      if (r.proxied && wire < static_cast<int64_t>(kStampLines * Format::kLineBytes)) {
+        exec_.fail(r, "malformed step (shorter than its stamp)", static_cast<long>(wire),
+                   static_cast<long>((kStampLines + lines) * Format::kLineBytes));
+        ok_ = false;
+        break;
+      }
+      alignas(8) unsigned char payload[kStampLines * Format::kPayloadBytes];
+      if (!receiveLines(r, 0, kStampLines, payload)) break;
+      LineStamp got;
+      __builtin_memcpy(&got, payload, sizeof(got));
+      if (!stampsMatch(got.call, call_)) {
+        exec_.mismatch(r, got.call, call_, "its step belongs to another call");
+        ok_ = false;
+      } else if (got.bytes != static_cast<int64_t>(bytes)) {
+        exec_.fail(r, "step size mismatch (send and receive counts differ)", static_cast<long>(got.bytes),
+                   static_cast<long>(bytes));
+        ok_ = false;
+      } else if (r.proxied && wire != static_cast<int64_t>((kStampLines + lines) * Format::kLineBytes)) {
+        exec_.fail(r, "malformed step (its length does not match its stamp)", static_cast<long>(wire),
+                   static_cast<long>((kStampLines + lines) * Format::kLineBytes));
+        ok_ = false;
       }
     }
     return ok_;
   }
 
-  // A direct send end's stamp goes out before the step's first line (a proxied end's
-  // trailer follows its lines: finishSend). Thread 0 only.
-  CHORUS_HD void stampDirectSends(size_t lines) {
+  // Every send end's step starts with its stamp lines. Thread 0 only.
+  CHORUS_HD void sendStamps(size_t bytes) {
+    alignas(8) unsigned char payload[kStampLines * Format::kPayloadBytes] = {};
+    const LineStamp stamp{static_cast<int64_t>(bytes), call_};
+    __builtin_memcpy(payload, &stamp, sizeof(stamp));
     for (int i = 0; i < send_.count; ++i) {
       const FifoEnd& s = *send_.ends[i];
-      if (!s.proxied && call_.seq != 0)
-        stampStep<Exec>(s, kProtocol, static_cast<int64_t>(lines * Format::kLineBytes), call_);
+      Format::template writeLines<Exec>(lineAt(s, 0), payload, kStampLines, Format::flagOf(s.step));
     }
   }
 
@@ -401,13 +436,15 @@ class LinePrimitives {
     for (int i = 0; i < send_.count; ++i) {
       FifoEnd& s = *send_.ends[i];
       const size_t total = slotLines(s);
-      if (isRefreshStep(s.step, s.nSlots) && total > linesWritten) {
-        Format::template writeEmptyLines<Exec>(lineAt(s, linesWritten), total - linesWritten, Format::flagOf(s.step));
+      const size_t used = kStampLines + linesWritten;
+      if (isRefreshStep(s.step, s.nSlots) && total > used) {
+        Format::template writeEmptyLines<Exec>(lineAt(s, used), total - used, Format::flagOf(s.step));
       }
-      if (s.proxied) {  // the proxy sends the lines written and the stamp behind them, once tail says so
-        s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] =
-            stampStep<Exec>(s, kProtocol, static_cast<int64_t>(linesWritten * Format::kLineBytes), call_);
+      if (s.proxied) {  // the proxy sends the lines written, stamp lines included, once tail says so
+        s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] = static_cast<int64_t>(used * Format::kLineBytes);
         Exec::storeRelease(&s.ctrl->tail, s.step + 1);
+      } else {  // no one waits for it: it tells a long wait that the step was sent (callConflict)
+        Exec::storeRelaxed(&s.ctrl->tail, s.step + 1);
       }
       ++s.step;
     }

@@ -4,7 +4,8 @@
 // its own buffer. Two 64-bit counters that never wrap in practice order the hand-off:
 //   tail — steps produced, written by the sender after the slot's data (release),
 //          read by the receiver (acquire) before it reads the slot (Simple only:
-//          LL and LL128 carry their completion flag inside the data);
+//          LL and LL128 carry their completion flag inside the data, and publish tail
+//          only so that a long wait can tell a step was sent, call_stamp.h);
 //   head — steps consumed, written by the receiver once it is done with a slot,
 //          read by the sender before it overwrites that slot (every protocol).
 // The sender may fill step s once s - head < nSlots; the receiver may read step s

@@ -1,5 +1,6 @@
-// Stamping steps with their call and checking the stamps (the format is call_stamp.h's),
-// written once for every protocol's primitives and both executors.
+// Stamping Simple steps with their call and checking the stamps (call_stamp.h; LL and
+// LL128 carry theirs in lines, ll_primitives.h), and the calls each end of a connection
+// announces, which long waits compare: written once for both executors.
 //
 // Exec needs, besides the primitives' interface: Exec::fenceRelease() and
 // Exec::fenceAcquire() (ordering of plain stores and loads around a flag), and
@@ -71,8 +72,8 @@ CHORUS_HD void leaveCall(const PeerSet& recv, const PeerSet& send, const CallSta
   for (int i = 0; i < send.count; ++i) stamp_detail::announce<Exec>(*send.ends[i], call, true, send.ends[i]->step + 1);
 }
 
-// Sender: stamps end `s`'s current step, before the step is published. Returns the bytes a
-// proxied FIFO sends for the step (payload, padding, trailer: its `sizes` entry).
+// Sender (Simple): stamps end `s`'s current step, before the step is published. Returns the
+// bytes a proxied FIFO sends for the step (payload, padding, trailer: its `sizes` entry).
 template <typename Exec>
 CHORUS_HD int64_t stampStep(const FifoEnd& s, Protocol p, int64_t bytes, const CallStamp& call) {
   if (s.proxied) {
@@ -88,10 +89,9 @@ CHORUS_HD int64_t stampStep(const FifoEnd& s, Protocol p, int64_t bytes, const C
   return bytes;
 }
 
-// Receiver: checks that end `r`'s current step belongs to this rank's call `mine` and
-// carries `bytes`. The step's data must already be there (Simple, proxied: tail), except
-// on direct LL/LL128 FIFOs, where this waits for the stamp itself. False (recorded) on a
-// mismatch, a malformed step, or an interrupted wait.
+// Receiver (Simple): checks that end `r`'s current step, already published (tail),
+// belongs to this rank's call `mine` and carries `bytes`. False (recorded) on a mismatch
+// or a malformed step.
 template <typename Exec>
 CHORUS_HD bool checkStepStamp(Exec& exec, const FifoEnd& r, Protocol p, int64_t bytes, const CallStamp& mine) {
   StepStamp got;
@@ -105,18 +105,19 @@ CHORUS_HD bool checkStepStamp(Exec& exec, const FifoEnd& r, Protocol p, int64_t 
     }
     __builtin_memcpy(&got, r.slot(p, r.step) + (wire - static_cast<int64_t>(sizeof(StepStamp))), sizeof(got));
   } else {
-    StepStamp* slot = stamp_detail::stampSlotOf(r);
-    const uint64_t want = r.step + 1;
-    if (Exec::loadAcquire(&slot->step) != want &&
-        !exec.waitUntil([slot, want] { return Exec::loadAcquire(&slot->step) == want; }, r))
-      return false;
+    const StepStamp* slot = stamp_detail::stampSlotOf(r);
+    got.step = Exec::loadAcquire(&slot->step);
     got.bytes = slot->bytes;
     got.call = slot->call;
-    got.step = want;
   }
-  if (got.step != r.step + 1) {
-    exec.fail(r, "malformed step (stamped for another step)", static_cast<long>(got.step - 1),
-              static_cast<long>(r.step));
+  if (got.step != r.step + 1) {  // sent, but not as a Simple step: the sender is in another call
+    PeerCall at;
+    if (!r.proxied && stamp_detail::readPeerCall<Exec>(&r.ctrl->sender, &at)) {
+      exec.mismatch(r, at.call, mine, "it sent this step with another protocol");
+    } else {
+      exec.fail(r, "malformed step (stamped for another step)", static_cast<long>(got.step - 1),
+                static_cast<long>(r.step));
+    }
     return false;
   }
   if (!stampsMatch(got.call, mine)) {
@@ -133,13 +134,13 @@ CHORUS_HD bool checkStepStamp(Exec& exec, const FifoEnd& r, Protocol p, int64_t 
 
 // For a long wait on end `e` of a direct FIFO: true when the other end has gone past this
 // rank's call without doing what the wait needs, so it would never end. `theirs` is that
-// end's call. Waiting for a step, the sender: stamped the step for another call (one whose
-// protocol publishes it differently), finished the same call with fewer steps, or is in
-// another call whose number is not below this one's. Waiting for a free slot, the receiver:
-// finished the same call (it will consume nothing more of it), or is in another call whose
-// number is not below this one's. The other end not yet at this call is merely slow: false.
-// The record is read before the counter or stamp the wait is for: an end stamps and
-// publishes before it announces that it moved on, so what the record says was already done.
+// end's call. Waiting for a step, the sender: sent the step stamped for another call (one
+// whose protocol publishes it differently), finished the same call without sending it, or
+// is in another call whose number is not below this one's without having sent it. Waiting for a free slot, the
+// receiver: finished the same call (it will consume nothing more of it), or is in another call whose number is not
+// below this one's. The other end not yet at this call is merely slow: false. The record is read before the counter or
+// stamp the wait is for: an end stamps and publishes before it announces that it moved on, so what the record says was
+// already done.
 template <typename Exec>
 CHORUS_HD bool callConflict(const FifoEnd& e, CallStamp* theirs) {
   const CallStamp& mine = e.call;
@@ -152,8 +153,11 @@ CHORUS_HD bool callConflict(const FifoEnd& e, CallStamp* theirs) {
     *theirs = at.call;
     return stampsMatch(mine, at.call) ? at.endStep != 0 : at.call.seq >= mine.seq;
   }
-  const StepStamp* slot = stamp_detail::stampSlotOf(e);
-  if (Exec::loadAcquire(&slot->step) == e.step + 1) {
+  if (static_cast<int64_t>(Exec::loadAcquire(&e.ctrl->tail) - e.step) > 0) {
+    // The step was sent (every protocol publishes tail). A Simple step says whose it is; one
+    // of another call would leave an LL or LL128 receiver waiting for lines: a conflict.
+    const StepStamp* slot = stamp_detail::stampSlotOf(e);
+    if (Exec::loadAcquire(&slot->step) != e.step + 1) return false;
     *theirs = slot->call;
     return !stampsMatch(*theirs, mine);
   }
