@@ -240,7 +240,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::collective(const char* op, c10d::O
     if (coalescing_) {
       for (Call& call : calls) coalescing_->calls.push_back(std::move(call));
       coalescing_->works.push_back(work);
-      coalescing_->all->addPart(outputs);
+      coalescing_->outputs.insert(coalescing_->outputs.end(), outputs.begin(), outputs.end());
       coalescing_->timeout = std::max(coalescing_->timeout, timeout);
       return work;
     }
@@ -288,6 +288,8 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::endCoalescing() {
   }
   auto all = block->all;
   if (!block->calls.empty()) {
+    all->addPart(block->outputs);  // the job of the block's collectives
+    block->works.push_back(all);
     std::vector<CollectiveQueue::Issue> issues;
     std::vector<std::function<void()>> afters;
     for (Call& call : block->calls) {

@@ -105,7 +105,8 @@ class ChorusBackend final : public c10d::Backend {
   // The collectives recorded between startCoalescing and endCoalescing.
   struct Coalesced {
     std::vector<Call> calls;
-    std::vector<c10::intrusive_ptr<ChorusWork>> works;  // one per call of the block
+    std::vector<c10::intrusive_ptr<ChorusWork>> works;  // one per collective of the block
+    std::vector<at::Tensor> outputs;                    // theirs
     c10::intrusive_ptr<ChorusWork> all;                 // what endCoalescing returns
     std::chrono::milliseconds timeout{0};
   };
