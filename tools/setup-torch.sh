@@ -13,7 +13,8 @@
 # on PyPI, and PyTorch's own CPU index is another host); `pip install torch` pulls about
 # 2.8 GB of NVIDIA wheels that a CPU backend never calls. The libraries must still load, so
 # "subset" installs torch without its dependencies, then:
-#   - torch's pure-Python dependencies, and numpy;
+#   - torch's pure-Python dependencies, numpy, and expecttest (which PyTorch's own test
+#     suite, tests/torch/upstream_suite.py, imports);
 #   - for each CUDA library that torch's libraries link and this machine cannot load
 #     (ldconfig), the pinned NVIDIA wheel torch declares for it;
 #   - always NCCL (nvidia-nccl-cu13, torch links the API of the version it pins).
@@ -32,12 +33,12 @@ base_python=${CHORUS_VENV_PYTHON:-/usr/bin/python3}
 
 say() { echo "setup-torch: $*"; }
 
-# torch imports, is the wanted release, and has torch.distributed.
+# torch imports, is the wanted release, and has torch.distributed; numpy and expecttest are there.
 torch_ok() {
   "$venv/bin/python" - "$version" >/dev/null 2>&1 <<'PY'
 import sys, warnings
 warnings.simplefilter("ignore")
-import torch, torch.distributed as dist
+import torch, torch.distributed as dist, numpy, expecttest
 sys.exit(0 if torch.__version__.split("+")[0] == sys.argv[1] and dist.is_available() else 1)
 PY
 }
@@ -60,7 +61,7 @@ quiet_pip() {
 
 if [[ $deps == full ]]; then
   say "installing torch==$version with every dependency it declares (about 2.8 GB)"
-  "${pip[@]}" install "torch==$version" numpy
+  "${pip[@]}" install "torch==$version" numpy expecttest
 else
   say "installing torch==$version without its dependencies"
   quiet_pip install --no-deps "torch==$version"
@@ -76,7 +77,7 @@ for req in requires("torch") or []:
     print(spec.strip())
 PY
 )
-  quiet_pip install "${python_deps[@]}" numpy
+  quiet_pip install "${python_deps[@]}" numpy expecttest
 
   # The CUDA libraries torch's own libraries link, and which of them this machine lacks.
   mapfile -t wheels < <("$venv/bin/python" - <<'PY'

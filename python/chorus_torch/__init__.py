@@ -20,7 +20,9 @@ __all__ = ["Options", "collective_timings", "register"]
 Options = _C.Options
 
 
-def _create_backend(dist_options, backend_options):
+def _create_backend(dist_options, backend_options, name="chorus"):
+    """The creator torch.distributed calls (extended API). `name` is what the group's
+    backend is registered as: it names the profiler's events ("chorus:all_reduce")."""
     if backend_options is not None and not isinstance(backend_options, Options):
         raise TypeError(f"chorus: pg_options must be chorus_torch.Options, got {type(backend_options).__name__}")
     options = backend_options if backend_options is not None else Options()
@@ -30,7 +32,7 @@ def _create_backend(dist_options, backend_options):
     options._timeout = timeout
     options.group_name = str(dist_options.group_id)
     options.global_ranks_in_group = list(dist_options.global_ranks_in_group)
-    return _C.create_backend(dist_options.store, dist_options.group_rank, dist_options.group_size, options)
+    return _C.create_backend(dist_options.store, dist_options.group_rank, dist_options.group_size, options, name)
 
 
 def register():

@@ -183,8 +183,8 @@ void withoutGil(Fn fn) {
 }  // namespace
 
 ChorusBackend::ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                             c10::intrusive_ptr<Options> options)
-    : c10d::Backend(rank, size), options_(std::move(options)), store_(store) {
+                             c10::intrusive_ptr<Options> options, std::string name)
+    : c10d::Backend(rank, size), options_(std::move(options)), name_(std::move(name)), store_(store) {
   queue_ = std::make_unique<CollectiveQueue>(joinCommunicator(store, rank, size, options_->timeout), options_->timeout);
   peers_ = std::make_unique<PeerChannels>(ownStore(store), rank, options_->timeout);
   init();
@@ -230,11 +230,13 @@ std::vector<JobTiming> ChorusBackend::timings() const {
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::collective(const char* op, c10d::OpType type,
+                                                         const std::vector<at::Tensor>& inputs,
                                                          std::vector<at::Tensor> outputs, std::vector<Call> calls,
                                                          std::chrono::milliseconds timeout) {
   checkOpen(op);
   const uint64_t sequence = ++sequence_;
-  auto work = c10::make_intrusive<ChorusWork>(rank_, type, sequence, outputs);
+  auto work =
+      c10::make_intrusive<ChorusWork>(rank_, type, sequence, outputs, 1, profilingTitle(name_, type), inputs);
   {
     std::lock_guard<std::mutex> lock(coalescingMutex_);
     if (coalescing_) {
@@ -356,7 +358,7 @@ std::vector<ChorusBackend::Call> ChorusBackend::reductionCalls(const char* op, c
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = singleTensor(tensors, "allreduce");
-  return collective("allreduce", c10d::OpType::ALLREDUCE, {tensor}, reductionCalls("allreduce", tensor, opts.reduceOp, -1),
+  return collective("allreduce", c10d::OpType::ALLREDUCE, {tensor}, {tensor}, reductionCalls("allreduce", tensor, opts.reduceOp, -1),
                     timeoutOf(opts.timeout));
 }
 
@@ -372,14 +374,14 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_coalesced(std::vector<at
   for (const at::Tensor& tensor : tensors) {
     for (Call& call : reductionCalls("allreduce_coalesced", tensor, opts.reduceOp, -1)) calls.push_back(std::move(call));
   }
-  return collective("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, std::move(calls),
+  return collective("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors, std::move(calls),
                     timeoutOf(opts.timeout));
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   // The root is passed on unchecked: Chorus validates it and its message reaches wait().
   const at::Tensor& tensor = singleTensor(tensors, "reduce");
-  return collective("reduce", c10d::OpType::REDUCE, {tensor},
+  return collective("reduce", c10d::OpType::REDUCE, {tensor}, {tensor},
                     reductionCalls("reduce", tensor, opts.reduceOp, static_cast<int>(opts.rootRank)),
                     timeoutOf(opts.timeout));
 }
@@ -393,7 +395,8 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::broadcast(std::vector<at::Tensor>&
               return ncclBroadcast(dataOf(data), dataOf(data), byteSize(data), ncclUint8, root, comm, nullptr);
             },
             [staged] { staged.copyBack(); }};
-  return collective("broadcast", c10d::OpType::BROADCAST, {staged.user}, {call}, timeoutOf(opts.timeout));
+  return collective("broadcast", c10d::OpType::BROADCAST, {staged.user}, {staged.user}, {call},
+                    timeoutOf(opts.timeout));
 }
 
 // ---- gathers ----
@@ -412,7 +415,8 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather(std::vector<std::vector<
                                                         const c10d::AllgatherOptions& opts) {
   const at::Tensor& input = singleTensor(inputs, "allgather");
   std::vector<at::Tensor> list = worldList(outputs, input, "allgather");
-  return collective("allgather", c10d::OpType::ALLGATHER, list, {allgatherCall(input, list)}, timeoutOf(opts.timeout));
+  return collective("allgather", c10d::OpType::ALLGATHER, {input}, list, {allgatherCall(input, list)},
+                    timeoutOf(opts.timeout));
 }
 
 namespace {
@@ -438,7 +442,8 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::_allgather_base(at::Tensor& output
               return ncclAllGather(dataOf(in), dataOf(flat), byteSize(in), ncclUint8, comm, nullptr);
             },
             [out] { out.copyBack(); }};
-  return collective("_allgather_base", c10d::OpType::_ALLGATHER_BASE, {output}, {call}, timeoutOf(opts.timeout));
+  return collective("_allgather_base", c10d::OpType::_ALLGATHER_BASE, {input}, {output}, {call},
+                    timeoutOf(opts.timeout));
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -456,7 +461,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_into_tensor_coalesced(st
                          },
                          [out] { out.copyBack(); }});
   }
-  return collective("allgather_into_tensor_coalesced", c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs,
+  return collective("allgather_into_tensor_coalesced", c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, inputs, outputs,
                     std::move(calls), timeoutOf(opts.timeout));
 }
 
@@ -485,7 +490,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_coalesced(std::vector<st
     }
     calls.push_back(allgatherCall(inputs[i], blocks));
   }
-  return collective(op, c10d::OpType::ALLGATHER_COALESCED, outputs, std::move(calls), timeoutOf(opts.timeout));
+  return collective(op, c10d::OpType::ALLGATHER_COALESCED, inputs, outputs, std::move(calls), timeoutOf(opts.timeout));
 }
 
 std::vector<at::Tensor> ChorusBackend::rootBlocks(const std::vector<std::vector<at::Tensor>>& lists, int root,
@@ -523,7 +528,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::gather(std::vector<std::vector<at:
             [blocks, flat] {
               if (!blocks.empty()) scatterBlocks(flat, blocks);
             }};
-  return collective("gather", c10d::OpType::GATHER, blocks, {call}, timeoutOf(opts.timeout));
+  return collective("gather", c10d::OpType::GATHER, {input}, blocks, {call}, timeoutOf(opts.timeout));
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -538,7 +543,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::scatter(std::vector<at::Tensor>& o
                                  root, comm, nullptr);
             },
             [out] { out.copyBack(); }};
-  return collective("scatter", c10d::OpType::SCATTER, {out.user}, {call}, timeoutOf(opts.timeout));
+  return collective("scatter", c10d::OpType::SCATTER, blocks, {out.user}, {call}, timeoutOf(opts.timeout));
 }
 
 // ---- reduce_scatter ----
@@ -578,7 +583,7 @@ void checkScatterFrom(const at::Tensor& output, const at::Tensor& input, int ran
 c10::intrusive_ptr<c10d::Work> ChorusBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                    const c10d::ReduceScatterOptions& opts) {
   checkScatterFrom(output, input, size_, "_reduce_scatter_base");
-  return collective("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+  return collective("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
                     reduceScatterCalls("_reduce_scatter_base", output, input, opts.reduceOp), timeoutOf(opts.timeout));
 }
 
@@ -593,7 +598,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::reduce_scatter_tensor_coalesced(st
     checkScatterFrom(outputs[i], inputs[i], size_, op);
     for (Call& call : reduceScatterCalls(op, outputs[i], inputs[i], opts.reduceOp)) calls.push_back(std::move(call));
   }
-  return collective(op, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, outputs, std::move(calls),
+  return collective(op, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, inputs, outputs, std::move(calls),
                     timeoutOf(opts.timeout));
 }
 
@@ -602,7 +607,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::reduce_scatter(std::vector<at::Ten
                                                              const c10d::ReduceScatterOptions& opts) {
   const at::Tensor& output = singleTensor(outputs, "reduce_scatter");
   std::vector<at::Tensor> list = worldList(inputs, output, "reduce_scatter");
-  return collective("reduce_scatter", c10d::OpType::REDUCE_SCATTER, {output},
+  return collective("reduce_scatter", c10d::OpType::REDUCE_SCATTER, list, {output},
                     reduceScatterCalls("reduce_scatter", output, concatenated(list), opts.reduceOp),
                     timeoutOf(opts.timeout));
 }
@@ -631,7 +636,8 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::alltoall_base(at::Tensor& output, 
   }
   Call call{[transfers, in, buffer = out.buffer](ncclComm_t comm) { return exchange(transfers, comm); },
             [out] { out.copyBack(); }};
-  return collective("alltoall_base", c10d::OpType::ALLTOALL_BASE, {output}, {call}, timeoutOf(opts.timeout));
+  return collective("alltoall_base", c10d::OpType::ALLTOALL_BASE, {input}, {output}, {call},
+                    timeoutOf(opts.timeout));
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -654,7 +660,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::alltoall(std::vector<at::Tensor>& 
             [outs] {
               for (const Staged& out : outs) out.copyBack();
             }};
-  return collective("alltoall", c10d::OpType::ALLTOALL, outputs, {call}, timeoutOf(opts.timeout));
+  return collective("alltoall", c10d::OpType::ALLTOALL, inputs, outputs, {call}, timeoutOf(opts.timeout));
 }
 
 // ---- barriers ----
@@ -666,7 +672,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::barrier(const c10d::BarrierOptions
               return ncclAllReduce(dataOf(token), dataOf(token), 1, ncclFloat32, ncclSum, comm, nullptr);
             },
             {}};
-  return collective("barrier", c10d::OpType::BARRIER, {}, {call}, timeoutOf(opts.timeout));
+  return collective("barrier", c10d::OpType::BARRIER, {}, {}, {call}, timeoutOf(opts.timeout));
 }
 
 // Through the store, as gloo's does through send/recv: every other rank reports its
@@ -750,7 +756,8 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::pointToPoint(const char* op, c10d:
   const Staged staged = stage(tensor, sending ? Staged::Use::Read : Staged::Use::Write);
   std::vector<at::Tensor> outputs;
   if (!sending) outputs.push_back(tensor);
-  auto work = c10::make_intrusive<ChorusWork>(rank_, type, ++p2pSequence_, outputs);
+  auto work = c10::make_intrusive<ChorusWork>(rank_, type, ++p2pSequence_, outputs, 1, profilingTitle(name_, type),
+                                              std::vector<at::Tensor>{tensor});
   c10::intrusive_ptr<ChorusWork> all;
   {
     std::lock_guard<std::mutex> lock(coalescingMutex_);

@@ -32,7 +32,10 @@ class ChorusBackend final : public c10d::Backend {
  public:
   using Options = ChorusOptions;
 
-  ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, c10::intrusive_ptr<Options> options);
+  // `name`: what torch.distributed calls the backend ("chorus"), which names the profiler's
+  // events ("chorus:all_reduce").
+  ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, c10::intrusive_ptr<Options> options,
+                std::string name = "chorus");
   ~ChorusBackend() override;  // runs the queued work, then destroys the communicators
 
   const std::string getBackendName() const override { return "chorus"; }
@@ -113,8 +116,9 @@ class ChorusBackend final : public c10d::Backend {
 
   // Queues the calls as one job of the group's queue (one NCCL group when several), or
   // records them while coalescing.
-  c10::intrusive_ptr<c10d::Work> collective(const char* op, c10d::OpType type, std::vector<at::Tensor> outputs,
-                                            std::vector<Call> calls, std::chrono::milliseconds timeout);
+  c10::intrusive_ptr<c10d::Work> collective(const char* op, c10d::OpType type, const std::vector<at::Tensor>& inputs,
+                                            std::vector<at::Tensor> outputs, std::vector<Call> calls,
+                                            std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> pointToPoint(const char* op, c10d::OpType type, const at::Tensor& tensor, int peer,
                                               bool sending);
 
@@ -136,6 +140,7 @@ class ChorusBackend final : public c10d::Backend {
   void close();
 
   c10::intrusive_ptr<Options> options_;
+  const std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
   std::atomic<uint64_t> sequence_{0};
   std::atomic<uint64_t> p2pSequence_{0};

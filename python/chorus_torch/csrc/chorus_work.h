@@ -13,9 +13,16 @@
 
 namespace chorus_torch {
 
+// "<backend>:<op>" as PyTorch's backends name their works' profiler events (gloo:all_reduce),
+// for `prefix` (the name the backend is registered under) and `type`. The string lives for good.
+const char* profilingTitle(const std::string& prefix, c10d::OpType type);
+
 class ChorusWork final : public c10d::Work {
  public:
-  ChorusWork(int rank, c10d::OpType type, uint64_t sequence, std::vector<at::Tensor> outputs, int parts = 1);
+  // `profilingTitle` (a string that lives for good, or null) names the work's event when
+  // the profiler is on ("chorus:all_reduce"), `inputs` give its shapes.
+  ChorusWork(int rank, c10d::OpType type, uint64_t sequence, std::vector<at::Tensor> outputs, int parts = 1,
+             const char* profilingTitle = nullptr, const std::vector<at::Tensor>& inputs = {});
 
   std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
