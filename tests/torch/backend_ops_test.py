@@ -184,10 +184,20 @@ def timeout_releases_a_wait(rank, world):
         try:
             dist.all_reduce(torch.ones(8), group=group)
         except RuntimeError as e:
-            assert "timed out after 2000 ms" in str(e), str(e)
+            assert "allreduce: Timed out after 2000 ms" in str(e), str(e)
         else:
             raise AssertionError("an all_reduce that no other rank joined completed")
         assert time.monotonic() - began < 30, "the timeout took far longer than 2 s"
+    # dist.set_timeout shortens a group's timeout likewise.
+    group = dist.new_group(backend="chorus")
+    dist.set_timeout(datetime.timedelta(seconds=1), group)
+    if rank == 0:
+        try:
+            dist.all_reduce(torch.ones(8), group=group)
+        except RuntimeError as e:
+            assert "allreduce: Timed out after 1000 ms" in str(e), str(e)
+        else:
+            raise AssertionError("an all_reduce that no other rank joined completed (set_timeout)")
     dist.barrier()  # the default group is untouched
     t = torch.ones(3)
     dist.all_reduce(t)

@@ -22,9 +22,11 @@ import chorus_torch  # noqa: E402,F401
 
 if os.environ.get("CHORUS_AS_GLOO", "1") == "1":
     # Every gloo group the tests make (the default one, new_group(backend="gloo"), ...) is chorus.
-    # (Its profiler events are named "gloo:<op>", as the tests look for.)
+    # Its profiler events are named "gloo:<op>", as the tests look for; C++ sees it as a
+    # custom backend (DDP's logger would take a GLOO one for ProcessGroupGloo).
     dist.Backend._plugins["GLOO"] = dist.Backend._BackendPlugin(
         lambda options, backend_options: chorus_torch._create_backend(options, backend_options, name="gloo"), True)
+    dist.Backend.backend_type_map["gloo"] = dist.ProcessGroup.BackendType.CUSTOM
 
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import DistributedTest, TestDistBackend  # noqa: E402

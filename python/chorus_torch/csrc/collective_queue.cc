@@ -133,7 +133,8 @@ void CollectiveQueue::run(Job& job) {
           std::lock_guard<std::mutex> lock(mutex_);
           message = job.op + " was aborted: " + abortReason_;
         } else {
-          message = job.op + " timed out after " + std::to_string(timeout.count()) +
+          // " Timed out " as PyTorch's backends say it (tests match it).
+          message = job.op + ": Timed out after " + std::to_string(timeout.count()) +
                     " ms; the communicator was aborted";
         }
         fail(message);
