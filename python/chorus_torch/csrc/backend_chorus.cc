@@ -1,7 +1,5 @@
 #include "backend_chorus.h"
 
-#include <c10/util/irange.h>
-
 #include <cstring>
 #include <sstream>
 
