@@ -4,9 +4,10 @@
 set -euo pipefail
 
 # libhwloc-dev: topology detection (libhwloc is opened at run time; its headers build it).
-# python3-torch, libtorch-dev, pybind11-dev: the torch.distributed backend (python/) and its tests.
+# python3-venv, python3-dev: the virtual environment with PyTorch 2.x from PyPI that the
+# torch.distributed backend (python/) builds and tests against (tools/setup-torch.sh, below).
 packages=(cmake g++ make pkg-config libgtest-dev libgmock-dev iproute2 openmpi-bin libopenmpi-dev libgloo-dev
-  libhwloc-dev python3-torch libtorch-dev pybind11-dev)
+  libhwloc-dev python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,4 +18,9 @@ if ((${#missing[@]})); then
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# PyTorch 2.x from PyPI in <repository>/.venv (about 1.1 GB to download; CHORUS_TORCH=0 skips it).
+if [[ ${CHORUS_TORCH:-1} != 0 ]]; then
+  "$(dirname "$0")/setup-torch.sh"
 fi

@@ -1,24 +1,79 @@
 #include "chorus_work.h"
 
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
 namespace chorus_torch {
 
-ChorusWork::ChorusWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type),
+const char* profilingTitle(const std::string& prefix, c10d::OpType type) {
+  const char* op = "unknown";
+  switch (type) {
+    case c10d::OpType::BROADCAST: op = "broadcast"; break;
+    case c10d::OpType::ALLREDUCE: op = "all_reduce"; break;
+    case c10d::OpType::ALLREDUCE_COALESCED: op = "all_reduce"; break;  // as gloo names it
+    case c10d::OpType::REDUCE: op = "reduce"; break;
+    case c10d::OpType::ALLGATHER: op = "all_gather"; break;
+    case c10d::OpType::_ALLGATHER_BASE: op = "all_gather_into_tensor"; break;
+    case c10d::OpType::ALLGATHER_COALESCED: op = "all_gather_coalesced"; break;
+    case c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED: op = "all_gather_into_tensor_coalesced"; break;
+    case c10d::OpType::GATHER: op = "gather"; break;
+    case c10d::OpType::SCATTER: op = "scatter"; break;
+    case c10d::OpType::REDUCE_SCATTER: op = "reduce_scatter"; break;
+    case c10d::OpType::_REDUCE_SCATTER_BASE: op = "reduce_scatter_tensor"; break;
+    case c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED: op = "reduce_scatter_tensor_coalesced"; break;
+    case c10d::OpType::ALLTOALL_BASE: op = "all_to_all"; break;
+    case c10d::OpType::ALLTOALL: op = "all_to_all"; break;
+    case c10d::OpType::SEND: op = "send"; break;
+    case c10d::OpType::RECV: op = "recv"; break;
+    case c10d::OpType::BARRIER: op = "barrier"; break;
+    case c10d::OpType::COALESCED: op = "coalesced"; break;
+    default: break;
+  }
+  static std::mutex mutex;
+  static std::set<std::string> titles;  // nodes never move: their c_str() stays valid
+  std::lock_guard<std::mutex> lock(mutex);
+  return titles.insert(prefix + ":" + op).first->c_str();
+}
+
+ChorusWork::ChorusWork(int rank, c10d::OpType type, uint64_t sequence, std::vector<at::Tensor> outputs, int parts,
+                       const char* profilingTitle, const std::vector<at::Tensor>& inputs)
+    : c10d::Work(rank, type, profilingTitle, std::optional<std::vector<at::Tensor>>(inputs)),
+      sequence_(sequence),
       outputs_(std::move(outputs)),
+      pending_(parts),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
+std::vector<at::Tensor> ChorusWork::result() {
+  std::lock_guard<std::mutex> lock(partsMutex_);
+  return outputs_;
+}
+
+void ChorusWork::addPart(const std::vector<at::Tensor>& outputs) {
+  std::lock_guard<std::mutex> lock(partsMutex_);
+  ++pending_;
+  outputs_.insert(outputs_.end(), outputs.begin(), outputs.end());
+}
+
 void ChorusWork::complete(ncclResult_t result, const std::string& message) {
+  std::vector<at::Tensor> outputs;
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(partsMutex_);
+    if (result != ncclSuccess && error_.empty()) error_ = message.empty() ? std::string("failed") : message;
+    if (--pending_ > 0) return;
+    outputs = outputs_;
+    error = error_;
+  }
   // The work first: a caller woken by the future then finds the work completed too.
-  if (result == ncclSuccess) {
+  if (error.empty()) {
     finish();
-    future_->markCompleted(c10::IValue(outputs_));
+    future_->markCompleted(c10::IValue(outputs));
     return;
   }
-  auto error = std::make_exception_ptr(std::runtime_error("chorus: " + message));
-  finish(error);
-  future_->setError(error);
+  auto exception = std::make_exception_ptr(std::runtime_error("chorus: " + error));
+  finish(exception);
+  future_->setError(exception);
 }
 
 }  // namespace chorus_torch

@@ -1,6 +1,8 @@
-// ChorusWork: what a chorus process group call returns. It completes on the group's
-// CollectiveQueue thread; wait() raises Chorus' error message, and getFuture() (what DDP
-// waits on) carries the output tensors.
+// ChorusWork: what a chorus backend call returns. It completes on a CollectiveQueue
+// thread; wait() raises Chorus' error message, and getFuture() (what DDP waits on)
+// carries the output tensors. A work may stand for several parts (the calls of a
+// coalesced block, or the sends and receives of batch_isend_irecv): it completes when
+// the last part does, with the first part's error if any failed.
 #pragma once
 
 #include <torch/extension.h>
@@ -11,18 +13,33 @@
 
 namespace chorus_torch {
 
+// "<backend>:<op>" as PyTorch's backends name their works' profiler events (gloo:all_reduce),
+// for `prefix` (the name the backend is registered under) and `type`. The string lives for good.
+const char* profilingTitle(const std::string& prefix, c10d::OpType type);
+
 class ChorusWork final : public c10d::Work {
  public:
-  ChorusWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  // `profilingTitle` (a string that lives for good, or null) names the work's event when
+  // the profiler is on ("chorus:all_reduce"), `inputs` give its shapes.
+  ChorusWork(int rank, c10d::OpType type, uint64_t sequence, std::vector<at::Tensor> outputs, int parts = 1,
+             const char* profilingTitle = nullptr, const std::vector<at::Tensor>& inputs = {});
 
-  std::vector<at::Tensor> result() override { return outputs_; }
+  std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  uint64_t getSequencenumber() const override { return sequence_; }
 
-  // From the queue's thread: completes the work (wakes wait()), then the future.
+  // One more part (and its outputs) that must complete before this work does.
+  void addPart(const std::vector<at::Tensor>& outputs);
+  // From a queue's thread, once per part: the last completes the work (wakes wait()),
+  // then the future.
   void complete(ncclResult_t result, const std::string& message);
 
  private:
-  std::vector<at::Tensor> outputs_;
+  const uint64_t sequence_;
+  std::vector<at::Tensor> outputs_;  // under partsMutex_
+  std::mutex partsMutex_;
+  int pending_;
+  std::string error_;  // the first failed part's message
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <exception>
 #include <utility>
 
 namespace chorus_torch {
@@ -17,13 +18,14 @@ double CollectiveQueue::monotonicSeconds(Clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
 
-ncclResult_t CollectiveQueue::awaitComm(ncclComm_t comm, Clock::time_point deadline) {
+ncclResult_t CollectiveQueue::awaitComm(ncclComm_t comm, Clock::time_point deadline,
+                                        const std::function<bool()>& cancelled) {
   for (unsigned polls = 0;; ++polls) {
     ncclResult_t state = ncclSuccess;
     const ncclResult_t queried = ncclCommGetAsyncError(comm, &state);
     if (queried != ncclSuccess) return queried;
     if (state != ncclInProgress) return state;
-    if (Clock::now() >= deadline) return ncclInProgress;
+    if (Clock::now() >= deadline || (cancelled && cancelled())) return ncclInProgress;
     if (polls < 64) {
 #if defined(__x86_64__)
       __builtin_ia32_pause();
@@ -37,7 +39,10 @@ ncclResult_t CollectiveQueue::awaitComm(ncclComm_t comm, Clock::time_point deadl
 }
 
 CollectiveQueue::CollectiveQueue(ncclComm_t comm, std::chrono::milliseconds timeout)
-    : comm_(comm), timeout_(timeout), thread_([this] { loop(); }) {}
+    : comm_(comm), timeoutMs_(timeout.count()), thread_([this] { loop({}); }) {}
+
+CollectiveQueue::CollectiveQueue(Connect connect, std::chrono::milliseconds timeout)
+    : timeoutMs_(timeout.count()), thread_([this, connect = std::move(connect)] { loop(connect); }) {}
 
 CollectiveQueue::~CollectiveQueue() {
   {
@@ -46,17 +51,22 @@ CollectiveQueue::~CollectiveQueue() {
   }
   wake_.notify_all();
   thread_.join();
-  if (!failure_.empty()) return;  // fail() aborted it already
+  if (comm_ == nullptr || !failure_.empty()) return;  // never joined, or fail() aborted it
   if (ncclCommFinalize(comm_) == ncclInProgress) {
-    awaitComm(comm_, Clock::now() + timeout_);
+    awaitComm(comm_, Clock::now() + std::chrono::milliseconds(timeoutMs_.load()),
+              [this] { return aborted(); });
   }
-  ncclCommDestroy(comm_);
+  if (aborted()) {
+    ncclCommAbort(comm_);
+  } else {
+    ncclCommDestroy(comm_);
+  }
 }
 
-void CollectiveQueue::push(std::string op, Issue issue, Finish finish) {
+void CollectiveQueue::push(std::string op, Issue issue, Finish finish, std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back(Job{std::move(op), std::move(issue), std::move(finish), Clock::now()});
+    jobs_.push_back(Job{std::move(op), std::move(issue), std::move(finish), Clock::now(), timeout});
   }
   wake_.notify_one();
 }
@@ -66,7 +76,24 @@ std::vector<JobTiming> CollectiveQueue::timings() const {
   return {timings_.begin(), timings_.end()};
 }
 
-void CollectiveQueue::loop() {
+void CollectiveQueue::abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (abortRequested_.load()) return;
+    abortReason_ = why;
+    abortRequested_.store(true);
+  }
+  wake_.notify_all();
+}
+
+void CollectiveQueue::loop(Connect connect) {
+  if (connect) {
+    try {
+      comm_ = connect([this] { return aborted(); });
+    } catch (const std::exception& e) {
+      failure_ = e.what();
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
@@ -86,17 +113,30 @@ void CollectiveQueue::run(Job& job) {
   JobTiming timing{job.op, monotonicSeconds(job.queued), monotonicSeconds(Clock::now())};
   ncclResult_t result = ncclInvalidUsage;
   std::string message;
+  if (failure_.empty() && aborted()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail(abortReason_);
+  }
   if (!failure_.empty()) {
     message = job.op + ": the communicator failed earlier: " + failure_;
   } else {
+    const auto timeout =
+        job.timeout.count() > 0 ? job.timeout : std::chrono::milliseconds(timeoutMs_.load());
     result = job.issue(comm_);
     if (result != ncclSuccess && result != ncclInProgress) {
       message = job.op + " failed: " + describeResult(result);
     } else {
-      result = awaitComm(comm_, Clock::now() + timeout_);
+      result = awaitComm(comm_, Clock::now() + timeout, [this] { return aborted(); });
       if (result == ncclInProgress) {
         result = ncclSystemError;
-        message = job.op + " timed out after " + std::to_string(timeout_.count()) + " ms; the communicator was aborted";
+        if (aborted()) {
+          std::lock_guard<std::mutex> lock(mutex_);
+          message = job.op + " was aborted: " + abortReason_;
+        } else {
+          // " Timed out " as PyTorch's backends say it (tests match it).
+          message = job.op + ": Timed out after " + std::to_string(timeout.count()) +
+                    " ms; the communicator was aborted";
+        }
         fail(message);
       } else if (result != ncclSuccess) {
         message = job.op + " failed: " + describeResult(result);
@@ -117,7 +157,7 @@ void CollectiveQueue::run(Job& job) {
 
 void CollectiveQueue::fail(const std::string& why) {
   failure_ = why;
-  ncclCommAbort(comm_);
+  if (comm_ != nullptr) ncclCommAbort(comm_);
 }
 
 }  // namespace chorus_torch

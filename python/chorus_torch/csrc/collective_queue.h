@@ -1,9 +1,12 @@
-// CollectiveQueue: the one thread of a chorus process group that issues its collectives
-// on a non-blocking Chorus communicator, in the order they were queued, and waits for
-// each. Python's threads only queue, so a gradient bucket's AllReduce runs while
-// backward goes on. Torch-free: jobs are the NCCL calls and what to do when they end.
+// CollectiveQueue: one thread that owns one non-blocking Chorus communicator, issues its
+// jobs in the order they were queued and waits for each. A chorus backend has one for its
+// collectives and one per peer and direction for send/recv (see peer_channels.h), so
+// Python's threads only queue: a gradient bucket's AllReduce runs while backward goes on,
+// and a receive waiting for its sender holds up nothing but later receives from that
+// sender. Torch-free: jobs are the NCCL calls and what to do when they end.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -36,19 +39,32 @@ class CollectiveQueue {
   // Called on the queue's thread once the calls are done: ncclSuccess, or the error and
   // a message that names the call, the result and Chorus' last error text.
   using Finish = std::function<void(ncclResult_t, const std::string&)>;
+  // Makes the communicator on the queue's thread, before the first job: returns it joined
+  // (ncclSuccess), or throws std::exception with the reason. `cancelled` turns true when
+  // the queue is aborted or shut down; a connect that waits must give up then.
+  using Connect = std::function<ncclComm_t(const std::function<bool()>& cancelled)>;
 
-  // Takes ownership of `comm`; `timeout` bounds each job (then the comm is aborted).
+  // Takes ownership of `comm` (already joined).
   CollectiveQueue(ncclComm_t comm, std::chrono::milliseconds timeout);
+  // Connects on its own thread; jobs queued meanwhile wait, and fail if it fails.
+  CollectiveQueue(Connect connect, std::chrono::milliseconds timeout);
   ~CollectiveQueue();  // runs what is queued, then destroys (or aborts) the communicator
   CollectiveQueue(const CollectiveQueue&) = delete;
   CollectiveQueue& operator=(const CollectiveQueue&) = delete;
 
-  void push(std::string op, Issue issue, Finish finish);
+  // `timeout` bounds the job from its issue to its end (zero or less: the queue's).
+  void push(std::string op, Issue issue, Finish finish, std::chrono::milliseconds timeout = {});
   std::vector<JobTiming> timings() const;
+  void setTimeout(std::chrono::milliseconds timeout) { timeoutMs_.store(timeout.count()); }
+  // From any thread: the running job and every later one fail, and the queue's thread
+  // aborts the communicator.
+  void abort(const std::string& why);
 
   // Waits until the communicator has no work in progress: spins briefly, yields, then
-  // naps. Returns its state (ncclSuccess or its error), or ncclInProgress at `deadline`.
-  static ncclResult_t awaitComm(ncclComm_t comm, Clock::time_point deadline);
+  // naps. Returns its state (ncclSuccess or its error), or ncclInProgress at `deadline`
+  // or once `cancelled` says so.
+  static ncclResult_t awaitComm(ncclComm_t comm, Clock::time_point deadline,
+                                const std::function<bool()>& cancelled = {});
   static double monotonicSeconds(Clock::time_point t);
 
  private:
@@ -57,16 +73,20 @@ class CollectiveQueue {
     Issue issue;
     Finish finish;
     Clock::time_point queued;
+    std::chrono::milliseconds timeout;
   };
   static constexpr size_t kTimingsKept = 4096;
 
-  void loop();
+  void loop(Connect connect);
   void run(Job& job);
   void fail(const std::string& why);
+  bool aborted() const { return abortRequested_.load(); }
 
-  ncclComm_t comm_;
-  const std::chrono::milliseconds timeout_;
-  std::string failure_;  // set once the comm failed: every later job fails with it
+  ncclComm_t comm_ = nullptr;
+  std::atomic<int64_t> timeoutMs_;
+  std::string failure_;  // set once the comm failed: every later job fails with it (queue thread only)
+  std::atomic<bool> abortRequested_{false};
+  std::string abortReason_;  // under mutex_
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> jobs_;

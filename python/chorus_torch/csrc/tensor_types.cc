@@ -4,10 +4,22 @@ namespace chorus_torch {
 
 void checkTensor(const at::Tensor& tensor, const char* what) {
   TORCH_CHECK(tensor.defined(), "chorus: ", what, ": undefined tensor");
+  TORCH_CHECK(tensor.layout() == at::kStrided, "chorus: ", what, ": sparse tensors are not supported (layout ",
+              tensor.layout(), "); NCCL moves dense buffers: pass tensor.to_dense(), or use gloo for sparse ",
+              "all_reduce");
   TORCH_CHECK(tensor.device().is_cpu(), "chorus: ", what, ": tensors must be on the CPU (got ", tensor.device(),
-              "); CUDA tensors need Chorus' CUDA executor, which this build does not have");
-  TORCH_CHECK(tensor.layout() == at::kStrided, "chorus: ", what, ": sparse tensors are not supported");
-  TORCH_CHECK(tensor.is_contiguous(), "chorus: ", what, ": tensors must be contiguous");
+              "); the chorus backend serves CPU tensors (for CUDA tensors use backend \"nccl\" with Chorus' ",
+              "libnccl.so.2)");
+}
+
+Staged stage(const at::Tensor& tensor, Staged::Use use) {
+  if (tensor.is_contiguous()) return {tensor, tensor};
+  if (use == Staged::Use::Write) return {tensor, at::empty(tensor.sizes(), tensor.options().memory_format(at::MemoryFormat::Contiguous))};
+  return {tensor, tensor.contiguous()};
+}
+
+void Staged::copyBack() const {
+  if (!buffer.is_same(user)) user.copy_(buffer);
 }
 
 const at::Tensor& singleTensor(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -69,10 +81,10 @@ const char* opName(c10d::ReduceOp::RedOpType op) {
 }
 
 double preMulFactor(const c10d::ReduceOp& op) {
-  auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK(supplement != nullptr, "chorus: PREMUL_SUM without its factor");
-  if (supplement->tensor_factors.empty()) return supplement->double_factor;
-  return supplement->tensor_factors[0].item<double>();
+  if (!supplement->tensor_factor.defined()) return supplement->double_factor;
+  return supplement->tensor_factor.item<double>();
 }
 
 }  // namespace

@@ -12,9 +12,20 @@
 
 namespace chorus_torch {
 
-// A tensor the collective may touch directly: a dense, contiguous CPU tensor.
-// Raises (c10::Error) naming `what` otherwise.
+// A tensor a call takes: a dense (strided) CPU tensor. Raises (c10::Error) naming `what`
+// otherwise: sparse and CUDA tensors are refused with what to do instead.
 void checkTensor(const at::Tensor& tensor, const char* what);
+
+// A tensor as NCCL sees it: the user's tensor itself when it is contiguous, else a
+// contiguous copy (Read, ReadWrite) or a contiguous buffer (Write) whose contents go back
+// into the user's tensor once the call is done (copyBack, on the queue's thread).
+struct Staged {
+  enum class Use { Read, Write, ReadWrite };
+  at::Tensor user;
+  at::Tensor buffer;
+  void copyBack() const;  // no-op when buffer is the user's tensor
+};
+Staged stage(const at::Tensor& tensor, Staged::Use use);
 // The one tensor of a call that takes a list (one tensor per process, as ProcessGroupNCCL
 // on one device).
 const at::Tensor& singleTensor(const std::vector<at::Tensor>& tensors, const char* what);
