@@ -1,5 +1,7 @@
 // Communicator life cycle and queries.
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <set>
@@ -63,6 +65,23 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId>
   groupForget(raw);  // a set-up still queued in this thread's group goes with it
   return r;          // `comm` is freed here: the set-up failed or was aborted
 }
+
+// NCCL 2.30's ncclCommProperties_t (nccl_device.h, not in nccl.h): like ncclConfig_t it
+// starts with its own size, magic and version, so only the fields a caller's struct has
+// are written.
+struct CommProperties {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  bool deviceApiSupport, multimemSupport;
+  int ginType;  // ncclGinType_t: NCCL_GIN_TYPE_NONE (0) here
+  int nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+};
+constexpr unsigned int kApiMagic = 0xcafebeef;  // NCCL_API_MAGIC
+constexpr size_t kPropertiesHeader = offsetof(CommProperties, rank);
 
 }  // namespace
 
@@ -308,6 +327,31 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   return ncclSuccess;
 }
 
+// What the communicator offers the device-side API: none of it (no device communicator,
+// no multicast, no GIN, no load-store team), but host RMA on windows (ncclPutSignal).
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, CommProperties* props) {
+  CHORUS_CHECK(checkComm(comm, "ncclCommQueryProperties"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommQueryProperties"));
+  CHORUS_CHECK(checkNotNull(props, "props", "ncclCommQueryProperties"));
+  if (props->magic != kApiMagic || props->size <= kPropertiesHeader) {
+    WARN(
+        "ncclCommQueryProperties: invalid argument: props (magic 0x%x, size %zu) was not set up with "
+        "NCCL_COMM_PROPERTIES_INITIALIZER",
+        props->magic, props->size);
+    return ncclInvalidArgument;
+  }
+  CommProperties answer{};
+  answer.rank = comm->rank;
+  answer.nRanks = comm->nranks;
+  answer.cudaDev = comm->cudaDev;  // as ncclCommCuDevice answers
+  answer.nvmlDev = -1;             // not looked up: nothing here uses NVML's numbering
+  answer.hostRmaSupport = true;
+  const size_t n = std::min(props->size, sizeof(CommProperties)) - kPropertiesHeader;
+  std::memcpy(reinterpret_cast<char*>(props) + kPropertiesHeader, reinterpret_cast<char*>(&answer) + kPropertiesHeader,
+              n);
+  return ncclSuccess;
+}
+
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   CHORUS_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
   CHORUS_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
@@ -339,3 +383,4 @@ CHORUS_EXPORT_ALIAS(ncclCommCount)
 CHORUS_EXPORT_ALIAS(ncclCommCuDevice)
 CHORUS_EXPORT_ALIAS(ncclCommUserRank)
 CHORUS_EXPORT_ALIAS(ncclCommGetAsyncError)
+CHORUS_EXPORT_ALIAS(ncclCommQueryProperties)

@@ -26,6 +26,11 @@ struct ncclDevResourceRequirements;
 struct ncclLsaBarrierHandle;
 struct ncclGinBarrierHandle;
 struct ncclLLA2AHandle;
+struct ncclGinOutboxHandle;
+struct ncclGinInboxA2AHandle;
+struct ncclMultimemHandle {  // passed by value: its layout decides the calling convention
+  void* mcBasePtr;
+};
 
 extern "C" {
 
@@ -53,6 +58,37 @@ ncclResult_t pncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle*, ncclDevReso
 int pncclLLA2ACalcSlots(int, int) {
   unsupported("ncclLLA2ACalcSlots", "the device-side API needs the CUDA executor");
   return 0;
+}
+
+ncclResult_t pncclGinOutboxCreateRequirement(int, int, ncclGinOutboxHandle*, ncclDevResourceRequirements*) {
+  return unsupported("ncclGinOutboxCreateRequirement", "the device-side API needs the CUDA executor");
+}
+
+ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam, int, int, ncclGinInboxA2AHandle*,
+                                               ncclDevResourceRequirements*) {
+  return unsupported("ncclGinInboxA2ACreateRequirement", "the device-side API needs the CUDA executor");
+}
+
+// Device pointers into a window's memory: Chorus' windows are reached through messages
+// (src/rma), never mapped into a peer, so there is no pointer to give.
+ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void** outPtr) {
+  if (outPtr != nullptr) *outPtr = nullptr;
+  return unsupported("ncclGetLsaMultimemDevicePointer", "windows are not mapped into peers; no multicast memory");
+}
+
+ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t, size_t, ncclMultimemHandle, void** outPtr) {
+  if (outPtr != nullptr) *outPtr = nullptr;
+  return unsupported("ncclGetMultimemDevicePointer", "windows are not mapped into peers; no multicast memory");
+}
+
+ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
+  if (outPtr != nullptr) *outPtr = nullptr;
+  return unsupported("ncclGetLsaDevicePointer", "windows are not mapped into peers");
+}
+
+ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
+  if (outPtr != nullptr) *outPtr = nullptr;
+  return unsupported("ncclGetPeerDevicePointer", "windows are not mapped into peers");
 }
 
 ncclTeam pncclTeamWorld(ncclComm_t) {
@@ -89,6 +125,12 @@ ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam, int, ncclGinB
                                              ncclDevResourceRequirements*);
 ncclResult_t ncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle*, ncclDevResourceRequirements*);
 int ncclLLA2ACalcSlots(int, int);
+ncclResult_t ncclGinOutboxCreateRequirement(int, int, ncclGinOutboxHandle*, ncclDevResourceRequirements*);
+ncclResult_t ncclGinInboxA2ACreateRequirement(ncclTeam, int, int, ncclGinInboxA2AHandle*, ncclDevResourceRequirements*);
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void**);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t, size_t, ncclMultimemHandle, void**);
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void**);
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void**);
 ncclTeam ncclTeamWorld(ncclComm_t);
 ncclTeam ncclTeamLsa(ncclComm_t);
 ncclTeam ncclTeamRail(ncclComm_t);
@@ -103,6 +145,12 @@ CHORUS_EXPORT_ALIAS(ncclLsaBarrierCreateRequirement)
 CHORUS_EXPORT_ALIAS(ncclGinBarrierCreateRequirement)
 CHORUS_EXPORT_ALIAS(ncclLLA2ACreateRequirement)
 CHORUS_EXPORT_ALIAS(ncclLLA2ACalcSlots)
+CHORUS_EXPORT_ALIAS(ncclGinOutboxCreateRequirement)
+CHORUS_EXPORT_ALIAS(ncclGinInboxA2ACreateRequirement)
+CHORUS_EXPORT_ALIAS(ncclGetLsaMultimemDevicePointer)
+CHORUS_EXPORT_ALIAS(ncclGetMultimemDevicePointer)
+CHORUS_EXPORT_ALIAS(ncclGetLsaDevicePointer)
+CHORUS_EXPORT_ALIAS(ncclGetPeerDevicePointer)
 CHORUS_EXPORT_ALIAS(ncclTeamWorld)
 CHORUS_EXPORT_ALIAS(ncclTeamLsa)
 CHORUS_EXPORT_ALIAS(ncclTeamRail)

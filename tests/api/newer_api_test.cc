@@ -4,33 +4,110 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "nccl.h"
 
+// NCCL 2.30's ncclCommProperties_t and host entry points of its device API, as
+// nccl_device/core.h declares them (Chorus' nccl.h has the host API only).
+struct CommProperties {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  bool deviceApiSupport, multimemSupport;
+  int ginType;
+  int nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+};
+extern "C" ncclResult_t ncclCommQueryProperties(ncclComm_t comm, CommProperties* props);
+extern "C" ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+extern "C" ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
+
 namespace chorus_test {
 namespace {
 
 TEST(NewerApi, EveryEntryPointIsExported) {
-  const std::vector<std::string> names = {"ncclCommGetUniqueId",   "ncclCommGrow",
-                                          "ncclCommSuspend",       "ncclCommResume",
-                                          "ncclCommMemStats",      "ncclWinGetUserPtr",
-                                          "ncclPutSignal",         "ncclSignal",
-                                          "ncclWaitSignal",        "ncclParamBind",
-                                          "ncclParamGetI8",        "ncclParamGetI16",
-                                          "ncclParamGetI32",       "ncclParamGetI64",
-                                          "ncclParamGetU8",        "ncclParamGetU16",
-                                          "ncclParamGetU32",       "ncclParamGetU64",
-                                          "ncclParamGetStr",       "ncclParamGet",
-                                          "ncclParamGetParameter", "ncclParamGetAllParameterKeys",
-                                          "ncclParamDumpAll",      "ncclCommShrink",
-                                          "ncclCommRevoke",        "ncclCommSplit",
-                                          "ncclSetEncryption"};
+  const std::vector<std::string> names = {"ncclCommGetUniqueId",
+                                          "ncclCommGrow",
+                                          "ncclCommSuspend",
+                                          "ncclCommResume",
+                                          "ncclCommMemStats",
+                                          "ncclWinGetUserPtr",
+                                          "ncclPutSignal",
+                                          "ncclSignal",
+                                          "ncclWaitSignal",
+                                          "ncclParamBind",
+                                          "ncclParamGetI8",
+                                          "ncclParamGetI16",
+                                          "ncclParamGetI32",
+                                          "ncclParamGetI64",
+                                          "ncclParamGetU8",
+                                          "ncclParamGetU16",
+                                          "ncclParamGetU32",
+                                          "ncclParamGetU64",
+                                          "ncclParamGetStr",
+                                          "ncclParamGet",
+                                          "ncclParamGetParameter",
+                                          "ncclParamGetAllParameterKeys",
+                                          "ncclParamDumpAll",
+                                          "ncclCommShrink",
+                                          "ncclCommRevoke",
+                                          "ncclCommSplit",
+                                          "ncclSetEncryption",
+                                          "ncclCommQueryProperties",
+                                          "ncclGetPeerDevicePointer",
+                                          "ncclGetLsaDevicePointer",
+                                          "ncclGetLsaMultimemDevicePointer",
+                                          "ncclGetMultimemDevicePointer",
+                                          "ncclGinOutboxCreateRequirement",
+                                          "ncclGinInboxA2ACreateRequirement"};
   for (const std::string& name : names) {
     EXPECT_NE(dlsym(RTLD_DEFAULT, name.c_str()), nullptr) << name;
     EXPECT_NE(dlsym(RTLD_DEFAULT, ("p" + name).c_str()), nullptr) << "p" << name;
   }
+}
+
+TEST(NewerApi, QueryPropertiesAnswersWithinTheCallersStruct) {
+  std::vector<ncclComm_t> comms(3, nullptr);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), 3, nullptr), ncclSuccess);
+  CommProperties props{sizeof(CommProperties), 0xcafebeef, 23007, -5, -5, -5, -5, true, true, 9, 9, false, 9};
+  ASSERT_EQ(ncclCommQueryProperties(comms[2], &props), ncclSuccess);
+  EXPECT_EQ(props.size, sizeof(CommProperties)) << "the header is the caller's";
+  EXPECT_EQ(props.rank, 2);
+  EXPECT_EQ(props.nRanks, 3);
+  EXPECT_FALSE(props.deviceApiSupport) << "no device communicators";
+  EXPECT_FALSE(props.multimemSupport);
+  EXPECT_EQ(props.ginType, 0) << "NCCL_GIN_TYPE_NONE";
+  EXPECT_TRUE(props.hostRmaSupport) << "ncclPutSignal works on host windows";
+  // A struct of an older, shorter layout: nothing past its size is written.
+  CommProperties shorter{
+      offsetof(CommProperties, cudaDev), 0xcafebeef, 23000, -5, -5, -5, -5, true, true, 9, 9, false, 9};
+  ASSERT_EQ(ncclCommQueryProperties(comms[1], &shorter), ncclSuccess);
+  EXPECT_EQ(shorter.rank, 1);
+  EXPECT_EQ(shorter.nRanks, 3);
+  EXPECT_EQ(shorter.cudaDev, -5);
+  EXPECT_TRUE(shorter.deviceApiSupport);
+  CommProperties unset{};
+  EXPECT_EQ(ncclCommQueryProperties(comms[0], &unset), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comms[0])).find("NCCL_COMM_PROPERTIES_INITIALIZER"), std::string::npos);
+  EXPECT_EQ(ncclCommQueryProperties(comms[0], nullptr), ncclInvalidArgument);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+// PyTorch 2.15 links these: they must exist; Chorus' windows are not mapped into peers,
+// so they fail, say why and hand out no pointer.
+TEST(NewerApi, DevicePointersOfAWindowAreRefused) {
+  void* out = &out;
+  EXPECT_EQ(ncclGetPeerDevicePointer(nullptr, 0, 1, &out), ncclInvalidUsage);
+  EXPECT_EQ(out, nullptr);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("ncclGetPeerDevicePointer"), std::string::npos);
+  out = &out;
+  EXPECT_EQ(ncclGetLsaMultimemDevicePointer(nullptr, 0, &out), ncclInvalidUsage);
+  EXPECT_EQ(out, nullptr);
 }
 
 TEST(NewerApi, SuspendStopsCollectivesUntilResume) {
