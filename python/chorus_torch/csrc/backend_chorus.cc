@@ -1,6 +1,8 @@
 #include "backend_chorus.h"
 
+#include <algorithm>
 #include <cstring>
+#include <future>
 #include <sstream>
 
 #include "tensor_types.h"
@@ -188,7 +190,66 @@ ChorusBackend::ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
   init();
 }
 
+ChorusBackend::ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, ncclComm_t comm, int rank, int size,
+                             c10::intrusive_ptr<Options> options, std::string name)
+    : c10d::Backend(rank, size), options_(std::move(options)), name_(std::move(name)), store_(store) {
+  queue_ = std::make_unique<CollectiveQueue>(comm, options_->timeout);
+  peers_ = std::make_unique<PeerChannels>(ownStore(store), rank, options_->timeout);
+  init();
+}
+
 ChorusBackend::~ChorusBackend() { close(); }
+
+c10::intrusive_ptr<c10d::Backend> ChorusBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                       const std::vector<int>& ranks,
+                                                       const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  checkOpen("split");
+  TORCH_CHECK(!ranks.empty(), "chorus: split: no ranks");
+  for (int r : ranks) TORCH_CHECK(r >= 0 && r < size_, "chorus: split: rank ", r, " is not in a group of ", size_);
+  const auto mine = std::find(ranks.begin(), ranks.end(), rank_);
+  const bool member = mine != ranks.end();
+  const int color = member ? *std::min_element(ranks.begin(), ranks.end()) : NCCL_SPLIT_NOCOLOR;
+  const int key = member ? static_cast<int>(mine - ranks.begin()) : 0;
+  auto options = c10::dynamic_intrusive_pointer_cast<Options>(opts);
+  if (!options) {  // another backend's options: keep what they say that applies here
+    options = c10::make_intrusive<Options>(opts ? opts->timeout : options_->timeout);
+    if (opts) {
+      options->group_name = opts->group_name;
+      options->group_desc = opts->group_desc;
+      options->global_ranks_in_group = opts->global_ranks_in_group;
+    }
+  }
+  // Issued on this group's queue, so it is ordered with the collectives queued before it;
+  // the job ends when the parent has settled, which includes the child's set-up.
+  auto child = std::make_shared<ncclComm_t>(nullptr);
+  auto done = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> outcome = done->get_future();
+  queue_->push(
+      "split",
+      [child, color, key](ncclComm_t parent) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        return ncclCommSplit(parent, color, key, child.get(), &config);
+      },
+      [done](ncclResult_t result, const std::string& message) {
+        done->set_value(result == ncclSuccess ? std::string() : message);
+      },
+      options->timeout);
+  std::string failure;
+  withoutGil([&] { failure = outcome.get(); });
+  if (failure.empty() && *child != nullptr) {
+    const ncclResult_t ready = CollectiveQueue::awaitComm(*child, Clock::now() + options->timeout);
+    if (ready != ncclSuccess) {
+      ncclCommAbort(*child);
+      failure = "the new communicator did not get ready: " +
+                (ready == ncclInProgress ? std::string("timed out") : describeResult(ready));
+    }
+  }
+  TORCH_CHECK(failure.empty(), "chorus: split: ", failure);
+  if (!member) return nullptr;
+  TORCH_CHECK(*child != nullptr, "chorus: split: ncclCommSplit gave rank ", rank_, " no communicator");
+  return c10::make_intrusive<ChorusBackend>(store, *child, key, static_cast<int>(ranks.size()), options, name_);
+}
 
 void ChorusBackend::close() {
   if (closed_.exchange(true)) return;
@@ -233,8 +294,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::collective(const char* op, c10d::O
                                                          std::chrono::milliseconds timeout) {
   checkOpen(op);
   const uint64_t sequence = ++sequence_;
-  auto work =
-      c10::make_intrusive<ChorusWork>(rank_, type, sequence, outputs, 1, profilingTitle(name_, type), inputs);
+  auto work = c10::make_intrusive<ChorusWork>(rank_, type, sequence, outputs, 1, profilingTitle(name_, type), inputs);
   {
     std::lock_guard<std::mutex> lock(coalescingMutex_);
     if (coalescing_) {
@@ -274,8 +334,8 @@ void ChorusBackend::startCoalescing() {
   TORCH_CHECK(!coalescing_, "chorus: startCoalescing: the group is coalescing already (endCoalescing first)");
   coalescing_ = std::make_unique<Coalesced>();
   // One part until endCoalescing: the work cannot complete before the block ends.
-  coalescing_->all = c10::make_intrusive<ChorusWork>(rank_, c10d::OpType::COALESCED, sequence_.load(),
-                                                     std::vector<at::Tensor>{}, 1);
+  coalescing_->all =
+      c10::make_intrusive<ChorusWork>(rank_, c10d::OpType::COALESCED, sequence_.load(), std::vector<at::Tensor>{}, 1);
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::endCoalescing() {
@@ -356,13 +416,15 @@ std::vector<ChorusBackend::Call> ChorusBackend::reductionCalls(const char* op, c
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   const at::Tensor& tensor = singleTensor(tensors, "allreduce");
-  return collective("allreduce", c10d::OpType::ALLREDUCE, {tensor}, {tensor}, reductionCalls("allreduce", tensor, opts.reduceOp, -1),
-                    timeoutOf(opts.timeout));
+  return collective("allreduce", c10d::OpType::ALLREDUCE, {tensor}, {tensor},
+                    reductionCalls("allreduce", tensor, opts.reduceOp, -1), timeoutOf(opts.timeout));
 }
 
-c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_sparse(std::vector<at::Tensor>&, const c10d::AllreduceOptions&) {
-  TORCH_CHECK(false, "chorus: allreduce_sparse: sparse tensors are not supported; NCCL moves dense buffers: pass "
-                     "tensor.to_dense(), or use gloo for sparse all_reduce");
+c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_sparse(std::vector<at::Tensor>&,
+                                                               const c10d::AllreduceOptions&) {
+  TORCH_CHECK(false,
+              "chorus: allreduce_sparse: sparse tensors are not supported; NCCL moves dense buffers: pass "
+              "tensor.to_dense(), or use gloo for sparse all_reduce");
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -370,13 +432,15 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_coalesced(std::vector<at
   TORCH_CHECK(!tensors.empty(), "chorus: allreduce_coalesced: no tensors");
   std::vector<Call> calls;
   for (const at::Tensor& tensor : tensors) {
-    for (Call& call : reductionCalls("allreduce_coalesced", tensor, opts.reduceOp, -1)) calls.push_back(std::move(call));
+    for (Call& call : reductionCalls("allreduce_coalesced", tensor, opts.reduceOp, -1))
+      calls.push_back(std::move(call));
   }
   return collective("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, tensors, std::move(calls),
                     timeoutOf(opts.timeout));
 }
 
-c10::intrusive_ptr<c10d::Work> ChorusBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ChorusBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::ReduceOptions& opts) {
   // The root is passed on unchecked: Chorus validates it and its message reaches wait().
   const at::Tensor& tensor = singleTensor(tensors, "reduce");
   return collective("reduce", c10d::OpType::REDUCE, {tensor}, {tensor},
@@ -447,8 +511,8 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::_allgather_base(at::Tensor& output
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                               std::vector<at::Tensor>& inputs,
                                                                               const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(), "chorus: allgather_into_tensor_coalesced: ",
-              inputs.size(), " inputs and ", outputs.size(), " outputs");
+  TORCH_CHECK(outputs.size() == inputs.size() && !inputs.empty(),
+              "chorus: allgather_into_tensor_coalesced: ", inputs.size(), " inputs and ", outputs.size(), " outputs");
   std::vector<Call> calls;
   for (size_t i = 0; i < inputs.size(); ++i) {
     checkGatherInto(outputs[i], inputs[i], size_, "allgather_into_tensor_coalesced");
@@ -634,11 +698,11 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::alltoall_base(at::Tensor& output, 
   }
   Call call{[transfers, in, buffer = out.buffer](ncclComm_t comm) { return exchange(transfers, comm); },
             [out] { out.copyBack(); }};
-  return collective("alltoall_base", c10d::OpType::ALLTOALL_BASE, {input}, {output}, {call},
-                    timeoutOf(opts.timeout));
+  return collective("alltoall_base", c10d::OpType::ALLTOALL_BASE, {input}, {output}, {call}, timeoutOf(opts.timeout));
 }
 
-c10::intrusive_ptr<c10d::Work> ChorusBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+c10::intrusive_ptr<c10d::Work> ChorusBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
                                                        const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_,
               "chorus: alltoall: expects world size ", size_, " inputs and outputs, got ", inputs.size(), " and ",
@@ -697,8 +761,8 @@ void ChorusBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
       nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(20));
     }
     if (store_->check({released})) return;
-    std::string why = "rank 0 did not answer within " + std::to_string(std::max(timeout, options_->timeout).count()) +
-                      " ms";
+    std::string why =
+        "rank 0 did not answer within " + std::to_string(std::max(timeout, options_->timeout).count()) + " ms";
     if (store_->check({failed})) {
       const auto bytes = store_->get(failed);
       why = std::string(bytes.begin(), bytes.end());
@@ -800,8 +864,9 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::recv(std::vector<at::Tensor>& tens
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false, "chorus: recv from any source is not supported: Chorus, like NCCL, matches a receive to the "
-                     "rank that sends it; pass src= (gloo has recv from any source)");
+  TORCH_CHECK(false,
+              "chorus: recv from any source is not supported: Chorus, like NCCL, matches a receive to the "
+              "rank that sends it; pass src= (gloo has recv from any source)");
 }
 
 }  // namespace chorus_torch

@@ -25,7 +25,9 @@ namespace chorus_torch {
 struct ChorusOptions : c10d::Backend::Options {
   explicit ChorusOptions(std::chrono::milliseconds timeout = kBackendDefaultTimeout)
       : c10d::Backend::Options("chorus", timeout) {}
-  c10::intrusive_ptr<c10d::Backend::Options> clone() const override { return c10::make_intrusive<ChorusOptions>(*this); }
+  c10::intrusive_ptr<c10d::Backend::Options> clone() const override {
+    return c10::make_intrusive<ChorusOptions>(*this);
+  }
 };
 
 class ChorusBackend final : public c10d::Backend {
@@ -36,20 +38,26 @@ class ChorusBackend final : public c10d::Backend {
   // events ("chorus:all_reduce").
   ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, c10::intrusive_ptr<Options> options,
                 std::string name = "chorus");
+  // A group split from another (split()): `comm` is its communicator, already joined.
+  ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, ncclComm_t comm, int rank, int size,
+                c10::intrusive_ptr<Options> options, std::string name);
   ~ChorusBackend() override;  // runs the queued work, then destroys the communicators
 
   const std::string getBackendName() const override { return "chorus"; }
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return options_; }
 
-  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
                                                   const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                           std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
@@ -92,6 +100,15 @@ class ChorusBackend final : public c10d::Backend {
   // The number of collectives this rank has called on the group (sends and receives,
   // which involve only some ranks, are not counted), as ProcessGroupNCCL counts.
   uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
+
+  // split_group: every rank of this group calls it, in the same order as its collectives;
+  // `ranks` (this group's ranks, in the new group's order) is the caller's part. The new
+  // group's communicator is ncclCommSplit of this one, issued on this group's queue:
+  // color the part's lowest rank (parts do not overlap), key the position in `ranks`; a
+  // rank outside `ranks` splits with NCCL_SPLIT_NOCOLOR and gets no group (nullptr).
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   void setTimeout(std::chrono::milliseconds timeout) override;
   void abort() override;     // pending and later calls fail; the communicators are aborted
   void shutdown() override;  // runs what is queued, destroys the communicators; later calls raise

@@ -9,26 +9,65 @@ namespace chorus_torch {
 const char* profilingTitle(const std::string& prefix, c10d::OpType type) {
   const char* op = "unknown";
   switch (type) {
-    case c10d::OpType::BROADCAST: op = "broadcast"; break;
-    case c10d::OpType::ALLREDUCE: op = "all_reduce"; break;
-    case c10d::OpType::ALLREDUCE_COALESCED: op = "all_reduce"; break;  // as gloo names it
-    case c10d::OpType::REDUCE: op = "reduce"; break;
-    case c10d::OpType::ALLGATHER: op = "all_gather"; break;
-    case c10d::OpType::_ALLGATHER_BASE: op = "all_gather_into_tensor"; break;
-    case c10d::OpType::ALLGATHER_COALESCED: op = "all_gather_coalesced"; break;
-    case c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED: op = "all_gather_into_tensor_coalesced"; break;
-    case c10d::OpType::GATHER: op = "gather"; break;
-    case c10d::OpType::SCATTER: op = "scatter"; break;
-    case c10d::OpType::REDUCE_SCATTER: op = "reduce_scatter"; break;
-    case c10d::OpType::_REDUCE_SCATTER_BASE: op = "reduce_scatter_tensor"; break;
-    case c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED: op = "reduce_scatter_tensor_coalesced"; break;
-    case c10d::OpType::ALLTOALL_BASE: op = "all_to_all"; break;
-    case c10d::OpType::ALLTOALL: op = "all_to_all"; break;
-    case c10d::OpType::SEND: op = "send"; break;
-    case c10d::OpType::RECV: op = "recv"; break;
-    case c10d::OpType::BARRIER: op = "barrier"; break;
-    case c10d::OpType::COALESCED: op = "coalesced"; break;
-    default: break;
+    case c10d::OpType::BROADCAST:
+      op = "broadcast";
+      break;
+    case c10d::OpType::ALLREDUCE:
+      op = "all_reduce";
+      break;
+    case c10d::OpType::ALLREDUCE_COALESCED:
+      op = "all_reduce";
+      break;  // as gloo names it
+    case c10d::OpType::REDUCE:
+      op = "reduce";
+      break;
+    case c10d::OpType::ALLGATHER:
+      op = "all_gather";
+      break;
+    case c10d::OpType::_ALLGATHER_BASE:
+      op = "all_gather_into_tensor";
+      break;
+    case c10d::OpType::ALLGATHER_COALESCED:
+      op = "all_gather_coalesced";
+      break;
+    case c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED:
+      op = "all_gather_into_tensor_coalesced";
+      break;
+    case c10d::OpType::GATHER:
+      op = "gather";
+      break;
+    case c10d::OpType::SCATTER:
+      op = "scatter";
+      break;
+    case c10d::OpType::REDUCE_SCATTER:
+      op = "reduce_scatter";
+      break;
+    case c10d::OpType::_REDUCE_SCATTER_BASE:
+      op = "reduce_scatter_tensor";
+      break;
+    case c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED:
+      op = "reduce_scatter_tensor_coalesced";
+      break;
+    case c10d::OpType::ALLTOALL_BASE:
+      op = "all_to_all";
+      break;
+    case c10d::OpType::ALLTOALL:
+      op = "all_to_all";
+      break;
+    case c10d::OpType::SEND:
+      op = "send";
+      break;
+    case c10d::OpType::RECV:
+      op = "recv";
+      break;
+    case c10d::OpType::BARRIER:
+      op = "barrier";
+      break;
+    case c10d::OpType::COALESCED:
+      op = "coalesced";
+      break;
+    default:
+      break;
   }
   static std::mutex mutex;
   static std::set<std::string> titles;  // nodes never move: their c_str() stays valid

@@ -53,8 +53,7 @@ CollectiveQueue::~CollectiveQueue() {
   thread_.join();
   if (comm_ == nullptr || !failure_.empty()) return;  // never joined, or fail() aborted it
   if (ncclCommFinalize(comm_) == ncclInProgress) {
-    awaitComm(comm_, Clock::now() + std::chrono::milliseconds(timeoutMs_.load()),
-              [this] { return aborted(); });
+    awaitComm(comm_, Clock::now() + std::chrono::milliseconds(timeoutMs_.load()), [this] { return aborted(); });
   }
   if (aborted()) {
     ncclCommAbort(comm_);
@@ -120,8 +119,7 @@ void CollectiveQueue::run(Job& job) {
   if (!failure_.empty()) {
     message = job.op + ": the communicator failed earlier: " + failure_;
   } else {
-    const auto timeout =
-        job.timeout.count() > 0 ? job.timeout : std::chrono::milliseconds(timeoutMs_.load());
+    const auto timeout = job.timeout.count() > 0 ? job.timeout : std::chrono::milliseconds(timeoutMs_.load());
     result = job.issue(comm_);
     if (result != ncclSuccess && result != ncclInProgress) {
       message = job.op + " failed: " + describeResult(result);
@@ -134,8 +132,8 @@ void CollectiveQueue::run(Job& job) {
           message = job.op + " was aborted: " + abortReason_;
         } else {
           // " Timed out " as PyTorch's backends say it (tests match it).
-          message = job.op + ": Timed out after " + std::to_string(timeout.count()) +
-                    " ms; the communicator was aborted";
+          message =
+              job.op + ": Timed out after " + std::to_string(timeout.count()) + " ms; the communicator was aborted";
         }
         fail(message);
       } else if (result != ncclSuccess) {

@@ -22,7 +22,8 @@ the group's timeout, which init_process_group sets).)")
   m.def(
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int worldSize,
-         const c10::intrusive_ptr<ChorusOptions>& options, const std::string& name) -> c10::intrusive_ptr<c10d::Backend> {
+         const c10::intrusive_ptr<ChorusOptions>& options,
+         const std::string& name) -> c10::intrusive_ptr<c10d::Backend> {
         TORCH_CHECK(worldSize >= 1, "chorus: world_size must be at least 1, got ", worldSize);
         TORCH_CHECK(rank >= 0 && rank < worldSize, "chorus: rank ", rank, " is outside 0..", worldSize - 1);
         TORCH_CHECK(options->timeout.count() > 0, "chorus: timeout must be positive, got ", options->timeout.count(),

@@ -42,8 +42,8 @@ CollectiveQueue& PeerChannels::channel(int peer, bool sending) {
 ncclComm_t PeerChannels::connect(int peer, bool sending, const std::function<bool()>& cancelled) const {
   const int src = sending ? rank_ : peer;
   const int dst = sending ? peer : rank_;
-  const std::string what = "the " + std::string(sending ? "send" : "receive") + " channel " +
-                           std::to_string(src) + " -> " + std::to_string(dst);
+  const std::string what = "the " + std::string(sending ? "send" : "receive") + " channel " + std::to_string(src) +
+                           " -> " + std::to_string(dst);
   const std::string key = "chorus/p2p/" + std::to_string(src) + "->" + std::to_string(dst);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_.load());
   ncclUniqueId id;
@@ -75,7 +75,7 @@ ncclComm_t PeerChannels::connect(int peer, bool sending, const std::function<boo
   if (result != ncclSuccess) {
     const std::string why = result != ncclInProgress ? describeResult(result)
                             : cancelled()            ? std::string("the group was aborted")
-                                                     : "rank " + std::to_string(peer) + " did not join within the timeout";
+                                          : "rank " + std::to_string(peer) + " did not join within the timeout";
     ncclCommAbort(comm);
     throw std::runtime_error(what + ": joining failed: " + why);
   }

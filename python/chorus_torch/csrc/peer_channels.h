@@ -8,11 +8,10 @@
 // only for their own peer.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <map>
 #include <memory>
 #include <mutex>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
 
 #include "collective_queue.h"

@@ -14,7 +14,8 @@ void checkTensor(const at::Tensor& tensor, const char* what) {
 
 Staged stage(const at::Tensor& tensor, Staged::Use use) {
   if (tensor.is_contiguous()) return {tensor, tensor};
-  if (use == Staged::Use::Write) return {tensor, at::empty(tensor.sizes(), tensor.options().memory_format(at::MemoryFormat::Contiguous))};
+  if (use == Staged::Use::Write)
+    return {tensor, at::empty(tensor.sizes(), tensor.options().memory_format(at::MemoryFormat::Contiguous))};
   return {tensor, tensor.contiguous()};
 }
 
