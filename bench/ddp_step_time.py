@@ -3,7 +3,7 @@
 the same run: the backends alternate within each round, so a slow phase of the machine
 hits both. Prints a Markdown table (median over rounds of each run's median step).
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/ddp_step_time.py --rounds 5
+    PYTHONPATH=build/python .venv/bin/python bench/ddp_step_time.py --rounds 5
 """
 import argparse
 import os
