@@ -344,6 +344,7 @@ class LinePrimitives {
         for (int i = 0; i < recv_.count; ++i) {
           FifoEnd& r = *recv_.ends[i];
           Exec::storeRelease(&r.ctrl->head, ++r.step);
+          Exec::wakeSleepers(r.ctrl, &r.ctrl->head);
         }
       }
     }
@@ -446,6 +447,7 @@ class LinePrimitives {
       } else {  // no one waits for it: it tells a long wait that the step was sent (callConflict)
         Exec::storeRelaxed(&s.ctrl->tail, s.step + 1);
       }
+      Exec::wakeSleepers(s.ctrl, &s.ctrl->tail);  // a long wait for these lines may sleep on tail
       ++s.step;
     }
   }

@@ -16,6 +16,8 @@
 // receiver detects a mismatched call or count instead of reading garbage.
 // Where this block and the buffers live (heap, POSIX shared memory, pinned or GPU
 // memory) is the transport's business; the algorithms only see a FifoEnd.
+// After publishing tail or head, a side calls Exec::wakeSleepers: a CPU wait that outlasts
+// its spin sleeps in the kernel on that counter (`sleepers` says so) until it moves.
 // `broken` is set by either side (or a proxy) once the connection cannot be trusted: a
 // rank whose work failed, a network error. A waiting peer notices it and fails too, so
 // one rank's failure reaches every rank instead of leaving them to their timeouts.
@@ -67,8 +69,12 @@ struct alignas(64) StampSlot {
 struct StepFifoControl {
   alignas(kCacheLine) uint64_t tail;
   alignas(kCacheLine) uint64_t head;
-  alignas(kCacheLine) int64_t sizes[kMaxSteps];     // proxied FIFOs: each step's bytes on the wire
-  alignas(kCacheLine) uint32_t broken;              // nonzero: give up on this connection
+  alignas(kCacheLine) int64_t sizes[kMaxSteps];  // proxied FIFOs: each step's bytes on the wire
+  alignas(kCacheLine) uint32_t broken;           // nonzero: give up on this connection
+  // CPU executor: how many waits sleep in the kernel on tail or head (a futex on the
+  // counter's low word). Whoever publishes either counter wakes them (Exec::wakeSleepers)
+  // if this is nonzero; it shares the line of `broken`, which is rarely written.
+  uint32_t sleepers;
   alignas(kCacheLine) StampSlot stamps[kMaxSteps];  // direct FIFOs: what each step belongs to
   alignas(kCacheLine) PeerCall sender;              // direct FIFOs: the call the sender is in
   alignas(kCacheLine) PeerCall receiver;            // direct FIFOs: the call the receiver is in

@@ -1,12 +1,18 @@
 #include "device/cpu/cpu_exec.h"
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 
 #include "core/debug.h"
+#include "core/env.h"
 #include "core/process_liveness.h"
 #include "device/common/step_stamps.h"
 #include "device/cpu/call_description.h"
@@ -54,6 +60,10 @@ std::string describeWait(const FifoEnd& end) {
 
 constexpr uint64_t kYieldRounds = 2048;
 constexpr uint64_t kProxiedYieldRounds = 128;
+// With sleeping on: how long a wait on a direct FIFO yields before it sleeps (after its
+// spin and 64 yields). A sleep and its wake-up cost microseconds; past this the peer is
+// busy with something long (a model's backward pass, a slow rank).
+constexpr double kSleepAfterSec = 200e-6;
 
 }  // namespace
 
@@ -64,6 +74,28 @@ void ExecContext::configure(const std::atomic<uint32_t>* abort, const std::atomi
   rank = ofRank;
   timeoutSec = timeout;
   spins = localRanks > sysconf(_SC_NPROCESSORS_ONLN) ? kOversubscribedSpins : kDefaultSpins;
+  sleepMaxUs = std::max<long>(0, envInt("CHORUS_WAIT_SLEEP_US", 10000));
+}
+
+uint32_t CpuExec::counterWord(const FifoEnd& end) {
+  const uint64_t* counter = end.sending ? &end.ctrl->head : &end.ctrl->tail;
+  return __atomic_load_n(reinterpret_cast<const uint32_t*>(counter), __ATOMIC_ACQUIRE);  // little-endian: the low half
+}
+
+void CpuExec::announceSleep(const FifoEnd& end, int delta) {
+  __atomic_fetch_add(&end.ctrl->sleepers, static_cast<uint32_t>(delta), __ATOMIC_SEQ_CST);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);  // before the caller's last look at the counter
+}
+
+// Not FUTEX_PRIVATE: the counter may sit in memory shared with another process (SHM).
+void CpuExec::sleepOn(const FifoEnd& end, uint32_t seen) {
+  const uint64_t* counter = end.sending ? &end.ctrl->head : &end.ctrl->tail;
+  timespec limit{ctx_.sleepMaxUs / 1000000, (ctx_.sleepMaxUs % 1000000) * 1000};
+  syscall(SYS_futex, reinterpret_cast<const uint32_t*>(counter), FUTEX_WAIT, seen, &limit, nullptr, 0);
+}
+
+void CpuExec::wakeCounter(const uint64_t* counter) {
+  syscall(SYS_futex, reinterpret_cast<const uint32_t*>(counter), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
@@ -74,12 +106,17 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     if (!yieldedToLane) sched_yield();
     return Wait::kGoOn;
   }
-  if ((state->rounds & 15) == 0 || state->start == 0) {
-    const double now = nowSec();
-    if (state->start == 0) {
-      state->start = now;
-      state->nextCheck = now + 1.0;
-    }
+  const double now = nowSec();
+  const bool starting = state->start == 0;
+  if (starting) {
+    state->start = now;
+    state->nextCheck = now + 1.0;
+  }
+  // Sleeping needs this to be the thread's only lane (a sleep would stall the others) and
+  // a peer in shared memory (the proxy publishes without waking). A sleeping wait checks
+  // at every round: each may have lasted up to sleepMaxUs.
+  const bool sleeps = !end.proxied && !yieldedToLane && ctx_.sleepMaxUs > 0 && now - state->start >= kSleepAfterSec;
+  if ((state->rounds & 15) == 0 || starting || sleeps) {
     const bool aborted = ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed);
     if (aborted || (ctx_.revokeFlag && ctx_.revokeFlag->load(std::memory_order_relaxed))) {
       const bool first = !ctx_.failed();
@@ -119,6 +156,7 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     if ((state->rounds & 63) == 0) sched_yield();
     return Wait::kGoOn;
   }
+  if (sleeps) return Wait::kSleep;
   // A proxied end waits for the network (tens of microseconds at best), and its proxy
   // thread needs the core meanwhile: nap much sooner than for a peer in shared memory.
   if (state->rounds < (end.proxied ? kProxiedYieldRounds : kYieldRounds)) {

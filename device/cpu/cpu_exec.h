@@ -2,9 +2,13 @@
 // FIFO counters and how a host thread waits.
 //
 // A wait spins briefly, then lets the thread's other lanes run (FiberScheduler),
-// then yields the core, then sleeps in growing naps: 8 ranks on 2 cores must not
-// starve each other. Every wait ends early when the communicator is aborted, when
-// the peer's process has died, or after the progress timeout (CHORUS_TIMEOUT).
+// then yields the core, then sleeps in the kernel: on a FIFO in shared memory (P2P,
+// SHM) a futex on the counter it waits for, which the other side's publish wakes
+// (wakeSleepers); over the network, 50 µs naps (the proxy publishes). 8 ranks on 2
+// cores must not starve each other, nor a model's threads. Every wait ends early when
+// the communicator is aborted, when the peer's process has died, or after the progress
+// timeout (CHORUS_TIMEOUT): a sleep lasts at most CHORUS_WAIT_SLEEP_US, then they are
+// checked again.
 #pragma once
 
 #include <atomic>
@@ -34,6 +38,8 @@ struct ExecContext {
   // cores: the peer being waited for may then need this very core.
   int spins = kDefaultSpins;
   static constexpr int kDefaultSpins = 256;
+  // The longest one sleep of a wait lasts (CHORUS_WAIT_SLEEP_US); 0: waits nap instead.
+  long sleepMaxUs = 10000;
   static constexpr int kOversubscribedSpins = 4;
   // The hang report of this rank's communicator (src/report/hang_report.h), set by the host:
   // called once, when a wait timed out or a stuck wait was aborted; `stuck` says what it waited for.
@@ -71,6 +77,15 @@ class CpuExec {
   // Untorn 8-byte accesses without ordering: LL's {data, flag} words.
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+  // After publishing `counter` (tail or head of `ctrl`): wakes the waits asleep on it.
+  // The full fence orders the publish before the read of `sleepers`; a wait orders its
+  // increment of `sleepers` before its last look at the counter (sleepOn), so one of
+  // the two sees the other and no wake-up is lost.
+  static void wakeSleepers(StepFifoControl* ctrl, const uint64_t* counter) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&ctrl->sleepers, __ATOMIC_RELAXED) != 0) wakeCounter(counter);
+  }
+
   static void fenceRelease() { __atomic_thread_fence(__ATOMIC_RELEASE); }
   static void fenceAcquire() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 
@@ -107,6 +122,15 @@ class CpuExec {
       switch (keepWaiting(end, &state)) {
         case Wait::kGoOn:
           break;
+        case Wait::kSleep: {
+          // The counter's value before this wait counts as a sleeper: if it moves after
+          // that, the futex does not sleep, and a publish after it sees the sleeper.
+          const uint32_t seen = counterWord(end);
+          announceSleep(end, 1);
+          if (!cond()) sleepOn(end, seen);
+          announceSleep(end, -1);
+          break;
+        }
         case Wait::kStop:
           return false;
         case Wait::kBroken:
@@ -132,10 +156,18 @@ class CpuExec {
     double start = 0;
     double nextCheck = 0;
   };
-  enum class Wait { kGoOn, kStop, kBroken };
-  // Yields or sleeps once; kStop when the wait must end (abort, dead peer, timeout, failure
-  // elsewhere; the error is recorded), kBroken when the connection is marked broken.
+  enum class Wait { kGoOn, kSleep, kStop, kBroken };
+  // Yields or naps once, or says to sleep on the counter (kSleep); kStop when the wait
+  // must end (abort, dead peer, timeout, failure elsewhere; the error is recorded),
+  // kBroken when the connection is marked broken.
   Wait keepWaiting(const FifoEnd& end, WaitState* state);
+  // The low word of the counter `end` waits for (head when sending, tail when receiving):
+  // it changes with every step, and a futex takes 32 bits.
+  static uint32_t counterWord(const FifoEnd& end);
+  static void announceSleep(const FifoEnd& end, int delta);
+  // Sleeps until the counter's low word is no longer `seen`, a wake-up, or sleepMaxUs.
+  void sleepOn(const FifoEnd& end, uint32_t seen);
+  static void wakeCounter(const uint64_t* counter);
   void reportBroken(const FifoEnd& end);
   // A wait that will not end: the hang report, once per context.
   void reportStuck(const FifoEnd& end, const char* why);

@@ -44,6 +44,9 @@ class CudaExec {
     asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
 
+  // Only CPU waits sleep on a counter (step_fifo.h); a GPU communicator has none.
+  __device__ static void wakeSleepers(StepFifoControl*, const uint64_t*) {}
+
   __device__ static void fenceRelease() { __threadfence_system(); }
   __device__ static void fenceAcquire() { __threadfence_system(); }
 

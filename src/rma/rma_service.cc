@@ -131,6 +131,7 @@ bool RmaService::drain(int peer) {
       return any;
     }
     CpuExec::storeRelease(&end.ctrl->head, ++end.step);
+    CpuExec::wakeSleepers(end.ctrl, &end.ctrl->head);  // a put waiting for a free slot
     any = true;
   }
   return any;
@@ -246,6 +247,7 @@ ncclResult_t RmaService::put(int peer, const std::optional<RmaData>& data, bool 
     if (chunk > 0) std::memcpy(slot + sizeof(h), static_cast<const char*>(data->src) + done, chunk);
     end.ctrl->sizes[end.step & static_cast<uint64_t>(end.nSlots - 1)] = static_cast<int64_t>(sizeof(h) + chunk);
     CpuExec::storeRelease(&end.ctrl->tail, ++end.step);
+    CpuExec::wakeSleepers(end.ctrl, &end.ctrl->tail);
     done += chunk;
   } while (done < bytes);
   return ncclSuccess;

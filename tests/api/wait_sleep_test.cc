@@ -1,0 +1,74 @@
+// Waits that sleep in the kernel (device/cpu/cpu_exec.h): a wait on a FIFO in shared
+// memory that outlasts its spin sleeps on the counter it waits for, and the other side's
+// publish wakes it.
+//
+// No lost wake-ups: with CHORUS_WAIT_SLEEP_US at an hour, a sleeping wait re-checks
+// nothing until it is woken, so one lost wake-up hangs the run (the launcher's timeout
+// then fails it). Each call has one rank arrive late, so the others' waits go to sleep:
+// receivers on tail, senders on head (a late receiver leaves its FIFO full), in every
+// protocol, between threads (P2P) and processes (SHM); every result is checked.
+// (Abort, revoke, dead peers and timeouts end sleeping waits at the CHORUS_WAIT_SLEEP_US
+// bound: abort_safety_test, dead_peer_test and hang_report_test run with sleeping on.)
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "harness/rank_launcher.h"
+#include "harness/scoped_env.h"
+#include "nccl.h"
+
+namespace chorus_test {
+namespace {
+
+constexpr int kRanks = 3;
+constexpr int kCalls = 60;
+
+// Rank `late` of call `c` arrives about 3 ms after the others.
+int lateRank(int call) { return call % kRanks; }
+
+RankOutcome lateArrivals(const RankContext& rc, size_t count) {
+  std::vector<int32_t> data(count);
+  for (int c = 0; c < kCalls; ++c) {
+    for (size_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>((c + 1) * (rc.rank + 1) + i % 7);
+    if (rc.rank == lateRank(c)) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    const ncclResult_t r = ncclAllReduce(data.data(), data.data(), count, ncclInt32, ncclSum, rc.comm, nullptr);
+    if (r != ncclSuccess) return RankOutcome::fail("call " + std::to_string(c) + ": " + resultName(r));
+    // sum over ranks of (c+1)(r+1) + i%7 = (c+1) n(n+1)/2 + n (i%7)
+    for (size_t i = 0; i < count; ++i) {
+      const int32_t expected = (c + 1) * kRanks * (kRanks + 1) / 2 + kRanks * static_cast<int32_t>(i % 7);
+      if (data[i] != expected)
+        return RankOutcome::fail("call " + std::to_string(c) + " element " + std::to_string(i) + ": " +
+                                 std::to_string(data[i]) + ", expected " + std::to_string(expected));
+    }
+  }
+  return RankOutcome::pass();
+}
+
+class WaitSleepTest : public ::testing::TestWithParam<std::tuple<LaunchMode, const char*>> {};
+
+TEST_P(WaitSleepTest, LostWakeUpsWouldHang) {
+  const auto [mode, proto] = GetParam();
+  ScopedEnv env;
+  env.set("CHORUS_WAIT_SLEEP_US", "3600000000");  // an hour: only a wake-up ends a sleep
+  env.set("NCCL_PROTO", proto);
+  env.set("NCCL_MAX_NCHANNELS", "1");  // one lane per rank: its waits sleep (lanes of one thread nap)
+  // 1 MiB: several steps per call, so senders also wait for slots (head) behind a late receiver.
+  const size_t count = std::string(proto) == "Simple" ? (1 << 18) : (1 << 14);
+  EXPECT_RANKS_OK(runRanks(
+      mode, kRanks, [&](const RankContext& rc) { return lateArrivals(rc, count); }, std::chrono::seconds(120)));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryProtocol, WaitSleepTest,
+                         ::testing::Combine(::testing::Values(LaunchMode::kThreads, LaunchMode::kProcesses),
+                                            ::testing::Values("Simple", "LL", "LL128")),
+                         [](const auto& info) {
+                           return std::string(launchModeName(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+                         });
+
+}  // namespace
+}  // namespace chorus_test
