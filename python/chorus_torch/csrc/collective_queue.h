@@ -61,8 +61,8 @@ class CollectiveQueue {
   void abort(const std::string& why);
 
   // Waits until the communicator has no work in progress: spins briefly, yields, then
-  // naps. Returns its state (ncclSuccess or its error), or ncclInProgress at `deadline`
-  // or once `cancelled` says so.
+  // naps a tenth of the time waited so far (50 µs to 1 ms). Returns its state (ncclSuccess or its error), or
+  // ncclInProgress at `deadline` or once `cancelled` says so.
   static ncclResult_t awaitComm(ncclComm_t comm, Clock::time_point deadline,
                                 const std::function<bool()>& cancelled = {});
   static double monotonicSeconds(Clock::time_point t);
