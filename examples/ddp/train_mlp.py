@@ -18,22 +18,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import chorus_torch  # noqa: F401  (registers the "chorus" backend)
-
-
-def make_model(width, depth):
-    layers, size = [], 64
-    for _ in range(depth):
-        layers += [torch.nn.Linear(size, width), torch.nn.ReLU()]
-        size = width
-    layers.append(torch.nn.Linear(size, 1))
-    return torch.nn.Sequential(*layers)
-
-
-def shard(rank, batch):
-    g = torch.Generator().manual_seed(1000 + rank)
-    x = torch.randn(batch, 64, generator=g)
-    y = x[:, :8].sum(dim=1, keepdim=True).sin()
-    return x, y
+from train import make_model, shard  # the model and data of the torchrun example, next to this file
 
 
 def train(rank, args, store, results):
