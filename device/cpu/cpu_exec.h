@@ -38,9 +38,9 @@ struct ExecContext {
   // cores: the peer being waited for may then need this very core.
   int spins = kDefaultSpins;
   static constexpr int kDefaultSpins = 256;
+  static constexpr int kOversubscribedSpins = 4;
   // The longest one sleep of a wait lasts (CHORUS_WAIT_SLEEP_US); 0: waits nap instead.
   long sleepMaxUs = 10000;
-  static constexpr int kOversubscribedSpins = 4;
   // The hang report of this rank's communicator (src/report/hang_report.h), set by the host:
   // called once, when a wait timed out or a stuck wait was aborted; `stuck` says what it waited for.
   std::function<void(const char* why, const std::string& stuck)> reportStuck;
@@ -123,8 +123,8 @@ class CpuExec {
         case Wait::kGoOn:
           break;
         case Wait::kSleep: {
-          // The counter's value before this wait counts as a sleeper: if it moves after
-          // that, the futex does not sleep, and a publish after it sees the sleeper.
+          // The counter is read before the sleep is announced: if it moves after this
+          // read, the futex returns at once; a publish after the announcement wakes it.
           const uint32_t seen = counterWord(end);
           announceSleep(end, 1);
           if (!cond()) sleepOn(end, seen);
