@@ -88,9 +88,9 @@ void CpuExec::announceSleep(const FifoEnd& end, int delta) {
 }
 
 // Not FUTEX_PRIVATE: the counter may sit in memory shared with another process (SHM).
-void CpuExec::sleepOn(const FifoEnd& end, uint32_t seen) {
+void CpuExec::sleepOn(const FifoEnd& end, uint32_t seen, long us) {
   const uint64_t* counter = end.sending ? &end.ctrl->head : &end.ctrl->tail;
-  timespec limit{ctx_.sleepMaxUs / 1000000, (ctx_.sleepMaxUs % 1000000) * 1000};
+  timespec limit{us / 1000000, (us % 1000000) * 1000};
   syscall(SYS_futex, reinterpret_cast<const uint32_t*>(counter), FUTEX_WAIT, seen, &limit, nullptr, 0);
 }
 
@@ -112,10 +112,9 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     state->start = now;
     state->nextCheck = now + 1.0;
   }
-  // Sleeping needs this to be the thread's only lane (a sleep would stall the others) and
-  // a peer in shared memory (the proxy publishes without waking). A sleeping wait checks
-  // at every round: each may have lasted up to sleepMaxUs.
-  const bool sleeps = !end.proxied && !yieldedToLane && ctx_.sleepMaxUs > 0 && now - state->start >= kSleepAfterSec;
+  // Sleeping needs a peer in shared memory (the proxy publishes without waking). A
+  // sleeping wait checks at every round: each may have lasted up to sleepMaxUs.
+  const bool sleeps = !end.proxied && ctx_.sleepMaxUs > 0 && now - state->start >= kSleepAfterSec;
   if ((state->rounds & 15) == 0 || starting || sleeps) {
     const bool aborted = ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed);
     if (aborted || (ctx_.revokeFlag && ctx_.revokeFlag->load(std::memory_order_relaxed))) {
@@ -153,10 +152,24 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     }
   }
   if (yieldedToLane) {
-    if ((state->rounds & 63) == 0) sched_yield();
-    return Wait::kGoOn;
+    // The thread's other lanes wait on other counters, whose publishes do not wake this
+    // sleep. So it sleeps only once none of them has ended a wait for 64 rounds (they
+    // all wait), and briefly: a tenth of the time waited so far (50 µs to 1 ms), so a
+    // long idle wait costs little CPU and the others' progress little delay.
+    if ((state->rounds & 63) != 0) return Wait::kGoOn;
+    const bool othersIdle = state->waitsEndedAt == tWaitsEnded;
+    state->waitsEndedAt = tWaitsEnded;
+    if (!sleeps || !othersIdle) {
+      sched_yield();
+      return Wait::kGoOn;
+    }
+    state->sleepUs = std::clamp(static_cast<long>((now - state->start) * 1e5), 50L, std::min(1000L, ctx_.sleepMaxUs));
+    return Wait::kSleep;
   }
-  if (sleeps) return Wait::kSleep;
+  if (sleeps) {
+    state->sleepUs = ctx_.sleepMaxUs;
+    return Wait::kSleep;
+  }
   // A proxied end waits for the network (tens of microseconds at best), and its proxy
   // thread needs the core meanwhile: nap much sooner than for a peer in shared memory.
   if (state->rounds < (end.proxied ? kProxiedYieldRounds : kYieldRounds)) {

@@ -4,7 +4,8 @@
 // A wait spins briefly, then lets the thread's other lanes run (FiberScheduler),
 // then yields the core, then sleeps in the kernel: on a FIFO in shared memory (P2P,
 // SHM) a futex on the counter it waits for, which the other side's publish wakes
-// (wakeSleepers); over the network, 50 µs naps (the proxy publishes). 8 ranks on 2
+// (wakeSleepers) — with other lanes on the thread, briefly, as their counters do not
+// wake it; over the network, 50 µs naps (the proxy publishes). 8 ranks on 2
 // cores must not starve each other, nor a model's threads. Every wait ends early when
 // the communicator is aborted, when the peer's process has died, or after the progress
 // timeout (CHORUS_TIMEOUT): a sleep lasts at most CHORUS_WAIT_SLEEP_US, then they are
@@ -61,6 +62,10 @@ struct ExecContext {
   bool failed() const { return result.load(std::memory_order_relaxed) != ncclSuccess; }
 };
 
+// The waits this thread has ended: a lane that sees it unchanged over many rounds of
+// yielding knows that the thread's other lanes are all waiting too.
+inline thread_local uint64_t tWaitsEnded = 0;
+
 class CpuExec {
  public:
   explicit CpuExec(ExecContext& ctx) : ctx_(ctx) {}
@@ -114,7 +119,10 @@ class CpuExec {
   template <typename Cond>
   bool waitUntil(Cond&& cond, const FifoEnd& end) {
     for (int i = 0; i < ctx_.spins; ++i) {
-      if (cond()) return true;
+      if (cond()) {
+        ++tWaitsEnded;
+        return true;
+      }
       __builtin_ia32_pause();
     }
     WaitState state;
@@ -127,7 +135,7 @@ class CpuExec {
           // read, the futex returns at once; a publish after the announcement wakes it.
           const uint32_t seen = counterWord(end);
           announceSleep(end, 1);
-          if (!cond()) sleepOn(end, seen);
+          if (!cond()) sleepOn(end, seen, state.sleepUs);
           announceSleep(end, -1);
           break;
         }
@@ -141,6 +149,7 @@ class CpuExec {
           return false;
       }
     }
+    ++tWaitsEnded;
     return true;
   }
 
@@ -155,6 +164,8 @@ class CpuExec {
     uint64_t rounds = 0;
     double start = 0;
     double nextCheck = 0;
+    long sleepUs = 0;           // how long the next sleep may last (kSleep)
+    uint64_t waitsEndedAt = 0;  // tWaitsEnded when this wait last looked
   };
   enum class Wait { kGoOn, kSleep, kStop, kBroken };
   // Yields or naps once, or says to sleep on the counter (kSleep); kStop when the wait
@@ -165,8 +176,8 @@ class CpuExec {
   // it changes with every step, and a futex takes 32 bits.
   static uint32_t counterWord(const FifoEnd& end);
   static void announceSleep(const FifoEnd& end, int delta);
-  // Sleeps until the counter's low word is no longer `seen`, a wake-up, or sleepMaxUs.
-  void sleepOn(const FifoEnd& end, uint32_t seen);
+  // Sleeps until the counter's low word is no longer `seen`, a wake-up, or `us`.
+  void sleepOn(const FifoEnd& end, uint32_t seen, long us);
   static void wakeCounter(const uint64_t* counter);
   void reportBroken(const FifoEnd& end);
   // A wait that will not end: the hang report, once per context.
