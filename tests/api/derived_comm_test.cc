@@ -357,7 +357,9 @@ TEST(CommShrink, AbortPastASigkilledRank) {
 // NCCL_SHRINK_ABORT stops that work and makes a communicator of the two.
 TEST(CommShrink, AbortStopsWorkStuckOnASilentRank) {
   static std::atomic<int> survivorsDone{0};
+  static std::atomic<int> survivorsChecked{0};
   survivorsDone = 0;
+  survivorsChecked = 0;
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 3, [](int rank, int nranks, const ncclUniqueId& id) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
@@ -376,6 +378,10 @@ TEST(CommShrink, AbortStopsWorkStuckOnASilentRank) {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm, &state);
     if (state != ncclInProgress) log.add("the AllReduce waiting for a silent rank reads " + resultName(state));
+    // Both survivors look before either shrinks: a shrink's revoke breaks the connections,
+    // and the other survivor's AllReduce then fails (rightly) before its own look.
+    ++survivorsChecked;
+    while (survivorsChecked.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     int excluded[] = {2};
     ncclComm_t child = nullptr;
     const auto start = Clock::now();
