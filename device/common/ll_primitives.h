@@ -343,8 +343,7 @@ class LinePrimitives {
       if constexpr (kRecv) {
         for (int i = 0; i < recv_.count; ++i) {
           FifoEnd& r = *recv_.ends[i];
-          Exec::storeRelease(&r.ctrl->head, ++r.step);
-          Exec::wakeSleepers(r.ctrl, &r.ctrl->head);
+          publishCounter<Exec>(r.ctrl, &r.ctrl->head, ++r.step);
         }
       }
     }

@@ -181,6 +181,14 @@ CHORUS_HD bool acquireSlot(Exec& exec, FifoEnd& end) {
       end);
 }
 
+// Publishes `value` in `counter` (tail or head of `ctrl`), ordered after what it hands
+// over (release), and wakes the waits asleep on it (Exec::wakeSleepers).
+template <typename Exec>
+CHORUS_HD void publishCounter(StepFifoControl* ctrl, uint64_t* counter, uint64_t value) {
+  Exec::storeRelease(counter, value);
+  Exec::wakeSleepers(ctrl, counter);
+}
+
 // Waits until the receiver `end`'s current step has arrived: its sender (or proxy) has
 // published tail past it. False when the wait was interrupted.
 template <typename Exec>

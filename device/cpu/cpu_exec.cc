@@ -77,9 +77,9 @@ void ExecContext::configure(const std::atomic<uint32_t>* abort, const std::atomi
   sleepMaxUs = std::max<long>(0, envInt("CHORUS_WAIT_SLEEP_US", 10000));
 }
 
-uint32_t CpuExec::counterWord(const FifoEnd& end) {
+const uint32_t* CpuExec::counterWord(const FifoEnd& end) {
   const uint64_t* counter = end.sending ? &end.ctrl->head : &end.ctrl->tail;
-  return __atomic_load_n(reinterpret_cast<const uint32_t*>(counter), __ATOMIC_ACQUIRE);  // little-endian: the low half
+  return reinterpret_cast<const uint32_t*>(counter);  // little-endian: the low half
 }
 
 void CpuExec::announceSleep(const FifoEnd& end, int delta) {
@@ -89,9 +89,8 @@ void CpuExec::announceSleep(const FifoEnd& end, int delta) {
 
 // Not FUTEX_PRIVATE: the counter may sit in memory shared with another process (SHM).
 void CpuExec::sleepOn(const FifoEnd& end, uint32_t seen, long us) {
-  const uint64_t* counter = end.sending ? &end.ctrl->head : &end.ctrl->tail;
   timespec limit{us / 1000000, (us % 1000000) * 1000};
-  syscall(SYS_futex, reinterpret_cast<const uint32_t*>(counter), FUTEX_WAIT, seen, &limit, nullptr, 0);
+  syscall(SYS_futex, counterWord(end), FUTEX_WAIT, seen, &limit, nullptr, 0);
 }
 
 void CpuExec::wakeCounter(const uint64_t* counter) {

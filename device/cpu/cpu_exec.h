@@ -133,7 +133,7 @@ class CpuExec {
         case Wait::kSleep: {
           // The counter is read before the sleep is announced: if it moves after this
           // read, the futex returns at once; a publish after the announcement wakes it.
-          const uint32_t seen = counterWord(end);
+          const uint32_t seen = __atomic_load_n(counterWord(end), __ATOMIC_ACQUIRE);
           announceSleep(end, 1);
           if (!cond()) sleepOn(end, seen, state.sleepUs);
           announceSleep(end, -1);
@@ -174,7 +174,7 @@ class CpuExec {
   Wait keepWaiting(const FifoEnd& end, WaitState* state);
   // The low word of the counter `end` waits for (head when sending, tail when receiving):
   // it changes with every step, and a futex takes 32 bits.
-  static uint32_t counterWord(const FifoEnd& end);
+  static const uint32_t* counterWord(const FifoEnd& end);
   static void announceSleep(const FifoEnd& end, int delta);
   // Sleeps until the counter's low word is no longer `seen`, a wake-up, or `us`.
   void sleepOn(const FifoEnd& end, uint32_t seen, long us);

@@ -80,7 +80,6 @@ struct CommProperties {
   bool hostRmaSupport;
   int railedGinType;
 };
-constexpr unsigned int kApiMagic = 0xcafebeef;  // NCCL_API_MAGIC
 constexpr size_t kPropertiesHeader = offsetof(CommProperties, rank);
 
 }  // namespace
@@ -333,7 +332,7 @@ ncclResult_t pncclCommQueryProperties(ncclComm_t comm, CommProperties* props) {
   CHORUS_CHECK(checkComm(comm, "ncclCommQueryProperties"));
   CHORUS_CHECK(checkReady(comm, "ncclCommQueryProperties"));
   CHORUS_CHECK(checkNotNull(props, "props", "ncclCommQueryProperties"));
-  if (props->magic != kApiMagic || props->size <= kPropertiesHeader) {
+  if (props->magic != NCCL_API_MAGIC || props->size <= kPropertiesHeader) {
     WARN(
         "ncclCommQueryProperties: invalid argument: props (magic 0x%x, size %zu) was not set up with "
         "NCCL_COMM_PROPERTIES_INITIALIZER",

@@ -10,7 +10,6 @@
 namespace chorus {
 namespace {
 
-constexpr unsigned int kConfigMagic = 0xcafebeef;
 // The smallest ncclConfig_t a program may pass: NCCL 2.14's (up to netName).
 constexpr size_t kMinConfigSize = offsetof(ncclConfig_t, netName) + sizeof(const char*);
 // NCCL 2.29 to 2.31 append these int fields after nvlinkCentricSched, in this order. A
@@ -113,9 +112,9 @@ ncclResult_t parseConfig(const ncclConfig_t* user, CommConfig* out, const char* 
   *out = CommConfig{};
   int blocking = static_cast<int>(envInt("NCCL_COMM_BLOCKING", 1));
   if (user != nullptr) {
-    if (user->magic != kConfigMagic) {
+    if (user->magic != NCCL_API_MAGIC) {
       WARN("%s: invalid argument: config->magic is 0x%x, expected 0x%x (initialize it with NCCL_CONFIG_INITIALIZER)",
-           func, user->magic, kConfigMagic);
+           func, user->magic, NCCL_API_MAGIC);
       return ncclInvalidArgument;
     }
     if (user->size < kMinConfigSize || user->version < NCCL_VERSION(2, 14, 0)) {

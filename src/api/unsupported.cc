@@ -14,6 +14,12 @@ ncclResult_t unsupported(const char* func, const char* why) {
   return ncclInvalidUsage;
 }
 
+// A device-pointer query that has no pointer to give: NULL, and the refusal.
+ncclResult_t noPointer(void** outPtr, const char* func, const char* why) {
+  if (outPtr != nullptr) *outPtr = nullptr;
+  return unsupported(func, why);
+}
+
 }  // namespace
 
 // Device-side API types (nccl_device.h); only their host entry points are exported.
@@ -72,23 +78,19 @@ ncclResult_t pncclGinInboxA2ACreateRequirement(ncclTeam, int, int, ncclGinInboxA
 // Device pointers into a window's memory: Chorus' windows are reached through messages
 // (src/rma), never mapped into a peer, so there is no pointer to give.
 ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t, size_t, void** outPtr) {
-  if (outPtr != nullptr) *outPtr = nullptr;
-  return unsupported("ncclGetLsaMultimemDevicePointer", "windows are not mapped into peers; no multicast memory");
+  return noPointer(outPtr, "ncclGetLsaMultimemDevicePointer", "windows are not mapped into peers; no multicast memory");
 }
 
 ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t, size_t, ncclMultimemHandle, void** outPtr) {
-  if (outPtr != nullptr) *outPtr = nullptr;
-  return unsupported("ncclGetMultimemDevicePointer", "windows are not mapped into peers; no multicast memory");
+  return noPointer(outPtr, "ncclGetMultimemDevicePointer", "windows are not mapped into peers; no multicast memory");
 }
 
 ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
-  if (outPtr != nullptr) *outPtr = nullptr;
-  return unsupported("ncclGetLsaDevicePointer", "windows are not mapped into peers");
+  return noPointer(outPtr, "ncclGetLsaDevicePointer", "windows are not mapped into peers");
 }
 
 ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t, size_t, int, void** outPtr) {
-  if (outPtr != nullptr) *outPtr = nullptr;
-  return unsupported("ncclGetPeerDevicePointer", "windows are not mapped into peers");
+  return noPointer(outPtr, "ncclGetPeerDevicePointer", "windows are not mapped into peers");
 }
 
 ncclTeam pncclTeamWorld(ncclComm_t) {
