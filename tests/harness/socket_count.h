@@ -13,9 +13,10 @@
 
 namespace chorus_test {
 
-// TCP sockets of this process whose traffic class (IP_TOS or IPV6_TCLASS) is `trafficClass`;
-// -1 when /proc/self/fd cannot be read.
-inline int socketsWithTrafficClass(int trafficClass) {
+// TCP sockets of this process for which `matches(fd)` holds; -1 when /proc/self/fd cannot
+// be read.
+template <typename Matches>
+int tcpSocketsWhere(Matches matches) {
   int found = 0;
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return -1;
@@ -24,34 +25,31 @@ inline int socketsWithTrafficClass(int trafficClass) {
     int type = 0;
     socklen_t length = sizeof(type);
     if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) continue;
-    int value = -1;
-    length = sizeof(value);
-    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &value, &length) == 0 && value == trafficClass) {
-      ++found;
-      continue;
-    }
-    length = sizeof(value);
-    if (getsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &value, &length) == 0 && value == trafficClass) ++found;
+    if (matches(fd)) ++found;
   }
   closedir(dir);
   return found;
 }
 
+// TCP sockets of this process whose traffic class (IP_TOS or IPV6_TCLASS) is `trafficClass`;
+// -1 when /proc/self/fd cannot be read.
+inline int socketsWithTrafficClass(int trafficClass) {
+  return tcpSocketsWhere([trafficClass](int fd) {
+    int value = -1;
+    socklen_t length = sizeof(value);
+    if (getsockopt(fd, IPPROTO_IP, IP_TOS, &value, &length) == 0 && value == trafficClass) return true;
+    length = sizeof(value);
+    return getsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &value, &length) == 0 && value == trafficClass;
+  });
+}
+
 // Listening TCP sockets of this process; -1 when /proc/self/fd cannot be read.
 inline int listeningSockets() {
-  int found = 0;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  while (dirent* entry = readdir(dir)) {
-    const int fd = atoi(entry->d_name);
+  return tcpSocketsWhere([](int fd) {
     int value = 0;
     socklen_t length = sizeof(value);
-    if (fd <= 2 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &length) != 0 || value != SOCK_STREAM) continue;
-    length = sizeof(value);
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) == 0 && value != 0) ++found;
-  }
-  closedir(dir);
-  return found;
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) == 0 && value != 0;
+  });
 }
 
 // Threads of this process (a joined or ended thread leaves a moment after it returns).
