@@ -298,7 +298,15 @@ TEST_P(OneSidedDeadPeerTest, AWaitForADeadRankFails) {
         ncclWindow_t win = nullptr;
         if (ncclCommWindowRegister(comm, window.data(), window.size(), &win, 0) != ncclSuccess)
           return RankOutcome::fail("register");
-        if (rank == 1) raise(SIGKILL);
+        // Rank 1 dies only once rank 0's registration is done (its signal says so): a death
+        // during the collective registration would rightly fail the registration instead.
+        if (rank == 1) {
+          ncclWaitSignalDesc_t fromZero = {1, 0, 0, 0};
+          if (ncclWaitSignal(1, &fromZero, comm, nullptr) != ncclSuccess) return RankOutcome::fail("signal");
+          raise(SIGKILL);
+        }
+        // Rank 1 may be dead before this signal's send completes: either outcome is right.
+        (void)ncclSignal(1, 0, 0, 0, comm, nullptr);
         const auto start = Clock::now();
         ncclWaitSignalDesc_t desc = {1, 1, 0, 0};
         const ncclResult_t r = ncclWaitSignal(1, &desc, comm, nullptr);
