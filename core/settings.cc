@@ -42,7 +42,7 @@ constexpr Setting kSettings[] = {
     {"CHORUS_BOOTSTRAP_TIMEOUT", kInt64, "300", kHonoured, "seconds set-up may wait for other ranks"},
     {"CHORUS_TIMEOUT", kInt64, "600", kHonoured, "seconds a wait may see no progress (0 = never)"},
     {"CHORUS_WAIT_SLEEP_US", kInt64, "10000", kHonoured,
-     "longest sleep of a waiting thread before it checks abort and timeouts (0: never sleep)"},
+     "longest sleep of a waiting thread or the proxy before it checks abort and timeouts (0: never sleep)"},
     {"CHORUS_REPORT_SIGNAL", kString, "", kHonoured,
      "USR1, USR2 or a number: that signal makes every communicator write its hang report"},
     {"CHORUS_FINGERPRINTS", kInt64, "1", kHonoured,

@@ -87,6 +87,9 @@ class ConnectionResource {
   // Whether the memory is shared with the peer's end in this process (P2P) and lives until
   // both ends have gone, rather than being this end's alone.
   virtual bool jointlyOwned() const { return false; }
+  // A GPU kernel now drives this end: its publishes wake nobody, so whatever waits for
+  // them (the NET proxy) must poll instead of sleeping.
+  virtual void drivenByKernel() {}
 };
 
 class Transport {

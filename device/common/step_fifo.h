@@ -26,7 +26,8 @@
 // a step will use before it arrives, so there every protocol's step s shares one slot
 // (stride: the largest protocol's slot and the stamp trailer), every sender publishes
 // `sizes[s % nSlots]` (the bytes to send, trailer included) and tail, and LL and LL128
-// receivers wait for tail before reading the lines.
+// receivers wait for tail before reading the lines. A proxy with nothing to move sleeps in
+// poll() and says so in `proxyAsleep`: the executor's publishes then ring its doorbell.
 #pragma once
 
 #include <cstddef>
@@ -75,6 +76,9 @@ struct StepFifoControl {
   // counter's low word). Whoever publishes either counter wakes them (Exec::wakeSleepers)
   // if this is nonzero; it shares the line of `broken`, which is rarely written.
   uint32_t sleepers;
+  // Proxied FIFOs: while the process's proxy sleeps (transport/net/proxy.h), its doorbell
+  // (an eventfd) + 1, which the CPU executor's publishes ring; otherwise 0.
+  uint32_t proxyAsleep;
   alignas(kCacheLine) StampSlot stamps[kMaxSteps];  // direct FIFOs: what each step belongs to
   alignas(kCacheLine) PeerCall sender;              // direct FIFOs: the call the sender is in
   alignas(kCacheLine) PeerCall receiver;            // direct FIFOs: the call the receiver is in

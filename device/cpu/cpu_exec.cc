@@ -1,8 +1,7 @@
 #include "device/cpu/cpu_exec.h"
 
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,7 +61,9 @@ constexpr uint64_t kYieldRounds = 2048;
 constexpr uint64_t kProxiedYieldRounds = 128;
 // With sleeping on: how long a wait on a direct FIFO yields before it sleeps (after its
 // spin and 64 yields). A sleep and its wake-up cost microseconds; past this the peer is
-// busy with something long (a model's backward pass, a slow rank).
+// busy with something long (a model's backward pass, a slow rank). A wait on a proxied
+// FIFO sleeps at once: the network takes tens of microseconds at best, and its proxy
+// thread needs the core meanwhile.
 constexpr double kSleepAfterSec = 200e-6;
 
 }  // namespace
@@ -77,25 +78,14 @@ void ExecContext::configure(const std::atomic<uint32_t>* abort, const std::atomi
   sleepMaxUs = std::max<long>(0, envInt("CHORUS_WAIT_SLEEP_US", 10000));
 }
 
-const uint32_t* CpuExec::counterWord(const FifoEnd& end) {
-  const uint64_t* counter = end.sending ? &end.ctrl->head : &end.ctrl->tail;
-  return reinterpret_cast<const uint32_t*>(counter);  // little-endian: the low half
-}
-
 void CpuExec::announceSleep(const FifoEnd& end, int delta) {
   __atomic_fetch_add(&end.ctrl->sleepers, static_cast<uint32_t>(delta), __ATOMIC_SEQ_CST);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);  // before the caller's last look at the counter
 }
 
-// Not FUTEX_PRIVATE: the counter may sit in memory shared with another process (SHM).
-void CpuExec::sleepOn(const FifoEnd& end, uint32_t seen, long us) {
-  timespec limit{us / 1000000, (us % 1000000) * 1000};
-  syscall(SYS_futex, counterWord(end), FUTEX_WAIT, seen, &limit, nullptr, 0);
-}
+void CpuExec::sleepOn(const FifoEnd& end, uint32_t seen, long us) { futexWait(counterWord(end), seen, us); }
 
-void CpuExec::wakeCounter(const uint64_t* counter) {
-  syscall(SYS_futex, reinterpret_cast<const uint32_t*>(counter), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
-}
+void CpuExec::ringProxy(uint32_t bell) { eventfd_write(static_cast<int>(bell - 1), 1); }
 
 CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
   ++state->rounds;
@@ -111,9 +101,8 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     state->start = now;
     state->nextCheck = now + 1.0;
   }
-  // Sleeping needs a peer in shared memory (the proxy publishes without waking). A
-  // sleeping wait checks at every round: each may have lasted up to sleepMaxUs.
-  const bool sleeps = !end.proxied && ctx_.sleepMaxUs > 0 && now - state->start >= kSleepAfterSec;
+  // A sleeping wait checks at every round: each may have lasted up to sleepMaxUs.
+  const bool sleeps = ctx_.sleepMaxUs > 0 && (end.proxied || now - state->start >= kSleepAfterSec);
   if ((state->rounds & 15) == 0 || starting || sleeps) {
     const bool aborted = ctx_.abortFlag && ctx_.abortFlag->load(std::memory_order_relaxed);
     if (aborted || (ctx_.revokeFlag && ctx_.revokeFlag->load(std::memory_order_relaxed))) {
@@ -169,8 +158,8 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     state->sleepUs = ctx_.sleepMaxUs;
     return Wait::kSleep;
   }
-  // A proxied end waits for the network (tens of microseconds at best), and its proxy
-  // thread needs the core meanwhile: nap much sooner than for a peer in shared memory.
+  // Sleeping is off (CHORUS_WAIT_SLEEP_US=0). A proxied end waits for the network, and
+  // its proxy thread needs the core meanwhile: nap much sooner than for a direct peer.
   if (state->rounds < (end.proxied ? kProxiedYieldRounds : kYieldRounds)) {
     sched_yield();
   } else {

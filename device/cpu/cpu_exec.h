@@ -2,11 +2,11 @@
 // FIFO counters and how a host thread waits.
 //
 // A wait spins briefly, then lets the thread's other lanes run (FiberScheduler),
-// then yields the core, then sleeps in the kernel: on a FIFO in shared memory (P2P,
-// SHM) a futex on the counter it waits for, which the other side's publish wakes
-// (wakeSleepers) — with other lanes on the thread, briefly, as their counters do not
-// wake it; over the network, 50 µs naps (the proxy publishes). 8 ranks on 2
-// cores must not starve each other, nor a model's threads. Every wait ends early when
+// then yields the core, then sleeps in the kernel on a futex on the counter it waits
+// for, which the other side's publish wakes (wakeSleepers: the peer in shared memory,
+// or over the network the proxy) — with other lanes on the thread, briefly, as their
+// counters do not wake it. 8 ranks on 2 cores must not starve each other, nor a
+// model's threads. Every wait ends early when
 // the communicator is aborted, when the peer's process has died, or after the progress
 // timeout (CHORUS_TIMEOUT): a sleep lasts at most CHORUS_WAIT_SLEEP_US, then they are
 // checked again.
@@ -21,6 +21,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/futex.h"
 #include "device/common/step_fifo.h"
 #include "nccl.h"
 
@@ -82,13 +83,13 @@ class CpuExec {
   // Untorn 8-byte accesses without ordering: LL's {data, flag} words.
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-  // After publishing `counter` (tail or head of `ctrl`): wakes the waits asleep on it.
-  // The full fence orders the publish before the read of `sleepers`; a wait orders its
-  // increment of `sleepers` before its last look at the counter (sleepOn), so one of
-  // the two sees the other and no wake-up is lost.
+  // After publishing `counter` (tail or head of `ctrl`): wakes the waits asleep on it
+  // (core/futex.h says why none is lost), and rings a sleeping proxy: it announces its
+  // sleep in `proxyAsleep` before its last look at the counters, and the fence in
+  // wakeSleepersOf orders the publish before the read of the announcement.
   static void wakeSleepers(StepFifoControl* ctrl, const uint64_t* counter) {
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&ctrl->sleepers, __ATOMIC_RELAXED) != 0) wakeCounter(counter);
+    wakeSleepersOf(counter, &ctrl->sleepers);
+    if (const uint32_t bell = __atomic_load_n(&ctrl->proxyAsleep, __ATOMIC_RELAXED); bell != 0) ringProxy(bell);
   }
 
   static void fenceRelease() { __atomic_thread_fence(__ATOMIC_RELEASE); }
@@ -172,13 +173,14 @@ class CpuExec {
   // must end (abort, dead peer, timeout, failure elsewhere; the error is recorded),
   // kBroken when the connection is marked broken.
   Wait keepWaiting(const FifoEnd& end, WaitState* state);
-  // The low word of the counter `end` waits for (head when sending, tail when receiving):
-  // it changes with every step, and a futex takes 32 bits.
-  static const uint32_t* counterWord(const FifoEnd& end);
+  // The low word of the counter `end` waits for (head when sending, tail when receiving).
+  static const uint32_t* counterWord(const FifoEnd& end) {
+    return lowWord(end.sending ? &end.ctrl->head : &end.ctrl->tail);
+  }
   static void announceSleep(const FifoEnd& end, int delta);
   // Sleeps until the counter's low word is no longer `seen`, a wake-up, or `us`.
   void sleepOn(const FifoEnd& end, uint32_t seen, long us);
-  static void wakeCounter(const uint64_t* counter);
+  static void ringProxy(uint32_t bell);
   void reportBroken(const FifoEnd& end);
   // A wait that will not end: the hang report, once per context.
   void reportStuck(const FifoEnd& end, const char* why);

@@ -6,7 +6,7 @@
 // nothing until it is woken, so one lost wake-up hangs the run (the launcher's timeout
 // then fails it). Each call has one rank arrive late, so the others' waits go to sleep:
 // receivers on tail, senders on head (a late receiver leaves its FIFO full), in every
-// protocol, between threads (P2P) and processes (SHM); every result is checked.
+// protocol, between threads (P2P) and processes (SHM, NET); every result is checked.
 // (Abort, revoke, dead peers and timeouts end sleeping waits at the CHORUS_WAIT_SLEEP_US
 // bound: abort_safety_test, dead_peer_test and hang_report_test run with sleeping on.)
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "nccl.h"
@@ -49,25 +50,28 @@ RankOutcome lateArrivals(const RankContext& rc, size_t count) {
   return RankOutcome::pass();
 }
 
-class WaitSleepTest : public ::testing::TestWithParam<std::tuple<LaunchMode, const char*>> {};
+// Over NET the proxies sleep too, and the executors' publishes must ring them.
+class WaitSleepTest : public ::testing::TestWithParam<std::tuple<Link, const char*>> {};
 
 TEST_P(WaitSleepTest, LostWakeUpsWouldHang) {
-  const auto [mode, proto] = GetParam();
+  const auto [link, proto] = GetParam();
   ScopedEnv env;
   env.set("CHORUS_WAIT_SLEEP_US", "3600000000");  // an hour: only a wake-up ends a sleep
+  forceLink(env, link);
   env.set("NCCL_PROTO", proto);
   env.set("NCCL_MAX_NCHANNELS", "1");  // one lane per rank: its waits sleep (lanes of one thread nap)
   // 1 MiB: several steps per call, so senders also wait for slots (head) behind a late receiver.
   const size_t count = std::string(proto) == "Simple" ? (1 << 18) : (1 << 14);
   EXPECT_RANKS_OK(runRanks(
-      mode, kRanks, [&](const RankContext& rc) { return lateArrivals(rc, count); }, std::chrono::seconds(120)));
+      launchModeOf(link), kRanks, [&](const RankContext& rc) { return lateArrivals(rc, count); },
+      std::chrono::seconds(120)));
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryProtocol, WaitSleepTest,
-                         ::testing::Combine(::testing::Values(LaunchMode::kThreads, LaunchMode::kProcesses),
+                         ::testing::Combine(::testing::Values(Link::kP2p, Link::kShm, Link::kNet),
                                             ::testing::Values("Simple", "LL", "LL128")),
                          [](const auto& info) {
-                           return std::string(launchModeName(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+                           return std::string(linkName(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
                          });
 
 }  // namespace

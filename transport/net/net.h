@@ -16,9 +16,12 @@
 // message's size, a smaller one is an error.
 #pragma once
 
+#include <poll.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 
@@ -91,6 +94,12 @@ class Net {
                               NetRequest** request) = 0;
   // `sizes` (may be null) gets one size per receive of the request once done.
   virtual ncclResult_t test(NetRequest* request, int* done, int* sizes) = 0;
+
+  // For a proxy about to sleep: appends the poll() entries (sockets and events) whose
+  // readiness would let `comm` (a NetSendComm* or NetRecvComm*) progress its posted
+  // requests. False when the net cannot say (no sockets, or threads of its own moving
+  // the data): the proxy then polls it with test().
+  virtual bool waitSet(void* /*comm*/, std::vector<pollfd>* /*fds*/) { return false; }
 
   // Close and free a comm; its outstanding requests die with it.
   virtual ncclResult_t closeSend(NetSendComm* comm) = 0;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/debug.h"
+#include "core/futex.h"
 
 namespace chorus {
 namespace {
@@ -16,7 +17,6 @@ constexpr double kConnectTimeoutSec = 30;  // for awaitReady: a peer that never 
 constexpr double kDrainTimeoutSec = 10;    // for the destructor: a peer that stopped receiving
 
 uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 }  // namespace
 
@@ -149,7 +149,7 @@ bool NetConnection::progressSend() {
     ncclResult_t r = net_.test(requests_[done_ & (nSlots_ - 1)], &done, nullptr);
     if (r != ncclSuccess) return fail("test() of a send", r), true;
     if (!done) break;
-    storeRelease(&ctrl_->head, ++done_);
+    publish(&ctrl_->head, ++done_);
     moved = true;
   }
   return moved;
@@ -177,10 +177,32 @@ bool NetConnection::progressRecv() {
     if (r != ncclSuccess) return fail("test() of a receive", r), true;
     if (!done) break;
     ctrl_->sizes[done_ & (nSlots_ - 1)] = size;
-    storeRelease(&ctrl_->tail, ++done_);
+    publish(&ctrl_->tail, ++done_);
     moved = true;
   }
   return moved;
+}
+
+void NetConnection::publish(uint64_t* counter, uint64_t value) {
+  __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+  wakeSleepersOf(counter, &ctrl_->sleepers);
+}
+
+bool NetConnection::waitSet(std::vector<pollfd>* fds) {
+  switch (state_.load(std::memory_order_relaxed)) {
+    case State::Connecting:
+      return false;  // connect() and accept() are polled
+    case State::Failed:
+      return true;  // nothing to wait for
+    case State::Ready:
+      break;
+  }
+  if (drivenByKernel_.load(std::memory_order_relaxed)) return false;
+  return net_.waitSet(sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_), fds);
+}
+
+void NetConnection::announceSleep(uint32_t bell) {
+  if (ctrl_ != nullptr) __atomic_store_n(&ctrl_->proxyAsleep, bell, __ATOMIC_SEQ_CST);
 }
 
 void NetConnection::fail(const char* call, ncclResult_t result) {
@@ -190,6 +212,9 @@ void NetConnection::fail(const char* call, ncclResult_t result) {
        net_.name(), call, sending_ ? "to" : "from", peer_, ncclGetErrorString(result),
        static_cast<unsigned long long>(done_));
   __atomic_store_n(&ctrl_->broken, static_cast<uint32_t>(kBrokenNet), __ATOMIC_RELEASE);
+  // An executor asleep on either counter looks at `broken` once woken.
+  wakeSleepersOf(&ctrl_->head, &ctrl_->sleepers);
+  wakeSleepersOf(&ctrl_->tail, &ctrl_->sleepers);
   closeComms();
   state_.store(State::Failed);
 }

@@ -8,6 +8,8 @@
 //               and publishes head.
 // A net error, or `broken` set by the local executor, closes the comm: the peer's proxy
 // then sees its connection fail, sets `broken` there, and the peer's executor gives up.
+// The proxy's publishes wake an executor asleep on the counter (core/futex.h); the
+// executor's ring the proxy while it sleeps on what waitSet() names (proxy.h).
 #pragma once
 
 #include <atomic>
@@ -41,6 +43,9 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   void start();
 
   bool progress() override;
+  bool waitSet(std::vector<pollfd>* fds) override;
+  void announceSleep(uint32_t bell) override;
+  void drivenByKernel() override { drivenByKernel_.store(true); }
   ncclResult_t awaitReady(const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag) override;
   // The sender's staging slots once every step has gone out; never the receiver's, into
   // which the proxy may be receiving the peer's next step at any time.
@@ -54,6 +59,8 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   void fail(const char* call, ncclResult_t result);
   void closeComms();
   void drainSends();
+  // Publishes head or tail to the executor and wakes it if it sleeps on it.
+  void publish(uint64_t* counter, uint64_t value);
   char* slot(uint64_t step) const { return buffer_ + (step & (nSlots_ - 1)) * stride_; }
 
   Net& net_;
@@ -78,6 +85,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   uint64_t done_ = 0;    // steps the net has completed
   bool inProxy_ = false;
   std::atomic<State> state_{State::Connecting};
+  std::atomic<bool> drivenByKernel_{false};
 };
 
 }  // namespace chorus

@@ -1,13 +1,30 @@
 #include "transport/net/proxy.h"
 
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
+#include "core/debug.h"
+#include "core/env.h"
 #include "core/thread_name.h"
 
 namespace chorus {
+namespace {
+
+// Idle, the thread yields until it has been idle this long, then sleeps. No spin: each
+// round is already a poll of every connection, syscalls included, and a spinning proxy
+// keeps a woken thread of another rank off the core (4 ranks over TCP on 2 cores: 8 B
+// AllReduce 1 ms with 64 spinning rounds, 150 µs without; BENCHMARKS.md). Time, not
+// rounds: on a busy host one yield can last 100 µs.
+constexpr auto kSleepAfter = std::chrono::microseconds(50);
+
+}  // namespace
 
 Proxy& Proxy::instance() {
   static Proxy* proxy = new Proxy();
@@ -21,11 +38,19 @@ void Proxy::add(ProxyConnection* conn) {
     conns_.push_back(conn);
     stop_ = false;
   }
-  if (!thread_.joinable())
-    thread_ = std::thread([this] {
-      nameThisThread("NCCL Proxy");
-      loop();
-    });
+  if (thread_.joinable()) {
+    ring();  // a sleeping proxy takes the new connection in now
+    return;
+  }
+  // Without a doorbell the thread never sleeps (it naps): slower to wake, still correct.
+  doorbell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (doorbell_ < 0)
+    WARN("NET proxy: eventfd() failed: %s; the proxy thread will nap instead of sleep", strerror(errno));
+  const long sleepMaxUs = doorbell_ < 0 ? 0 : std::max<long>(0, envInt("CHORUS_WAIT_SLEEP_US", 10000));
+  thread_ = std::thread([this, sleepMaxUs] {
+    nameThisThread("NCCL Proxy");
+    loop(sleepMaxUs);
+  });
 }
 
 void Proxy::remove(ProxyConnection* conn) {
@@ -34,10 +59,16 @@ void Proxy::remove(ProxyConnection* conn) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     conns_.erase(std::remove(conns_.begin(), conns_.end(), conn), conns_.end());
+    conn->announceSleep(0);  // a sleeping proxy no longer clears it
     last = conns_.empty();
     stop_ = last;
   }
-  if (last && thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  ring();  // out of poll(), which may be watching `conn`'s sockets
+  if (!last) return;
+  thread_.join();
+  if (doorbell_ >= 0) close(doorbell_);
+  doorbell_ = -1;
 }
 
 bool Proxy::running() {
@@ -45,8 +76,13 @@ bool Proxy::running() {
   return thread_.joinable();
 }
 
-void Proxy::loop() {
-  unsigned idleRounds = 0;
+void Proxy::ring() {
+  if (doorbell_ >= 0) eventfd_write(doorbell_, 1);
+}
+
+void Proxy::loop(long sleepMaxUs) {
+  bool idle = false;
+  std::chrono::steady_clock::time_point idleSince;
   for (;;) {
     bool moved = false;
     {
@@ -55,19 +91,56 @@ void Proxy::loop() {
       for (ProxyConnection* conn : conns_) moved |= conn->progress();
     }
     if (moved) {
-      idleRounds = 0;
+      idle = false;
       continue;
     }
-    ++idleRounds;
-    if (idleRounds < 64) {
-      __builtin_ia32_pause();
-    } else if (idleRounds < 128) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!idle) {
+      idle = true;
+      idleSince = now;
+    }
+    if (now - idleSince < kSleepAfter) {
       sched_yield();
-    } else {
+    } else if (sleepMaxUs == 0 || !sleep(sleepMaxUs)) {
       timespec nap{0, 50 * 1000};
       nanosleep(&nap, nullptr);
     }
   }
+}
+
+bool Proxy::sleep(long us) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_) return true;
+    waitFds_.clear();
+    for (ProxyConnection* conn : conns_)
+      if (!conn->waitSet(&waitFds_)) return false;
+    // Announced first, then the last look: an executor's publish before the announcement
+    // shows in this progress(), one after it rings the doorbell (CpuExec::wakeSleepers).
+    for (ProxyConnection* conn : conns_) conn->announceSleep(static_cast<uint32_t>(doorbell_) + 1);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    bool moved = false;
+    for (ProxyConnection* conn : conns_) moved |= conn->progress();
+    // What to wait for is taken after the last look, which may have changed it (a message's
+    // header arrived: now its data is awaited).
+    waitFds_.assign(1, pollfd{doorbell_, POLLIN, 0});
+    bool canSleep = !moved;
+    for (ProxyConnection* conn : conns_) canSleep = canSleep && conn->waitSet(&waitFds_);
+    if (!canSleep) {
+      for (ProxyConnection* conn : conns_) conn->announceSleep(0);
+      return true;  // something moved, or will soon: back to work
+    }
+  }
+  // Unlocked: add() and remove() ring the doorbell, so a sleep never delays them.
+  timespec limit{us / 1000000, (us % 1000000) * 1000};
+  ppoll(waitFds_.data(), waitFds_.size(), &limit, nullptr);
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
+  eventfd_t rings = 0;
+  eventfd_read(doorbell_, &rings);  // non-blocking: clears what rang
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Connections added meanwhile never announced; clearing theirs is harmless.
+  for (ProxyConnection* conn : conns_) conn->announceSleep(0);
+  return true;
 }
 
 }  // namespace chorus

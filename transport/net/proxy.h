@@ -4,10 +4,19 @@
 // net requests and completed requests back into counters.
 //
 // The thread starts with the first connection and stops (joined) when the last one is
-// removed, so destroy and abort leave no thread behind. It spins briefly when idle, then
-// yields, then naps: on a 2-core machine an idle proxy must not take a rank's core.
+// removed, so destroy and abort leave no thread behind. Idle, it yields for 50 µs, then
+// sleeps in poll() on what its connections wait for (their sockets) and on its
+// doorbell, an eventfd that the executors' publishes ring while it sleeps (announced in
+// each FIFO's `proxyAsleep`, step_fifo.h). A sleep lasts at most CHORUS_WAIT_SLEEP_US,
+// so a connection marked broken is still noticed. Where a connection cannot say what
+// it waits for (while connecting, a net without sockets, a GPU kernel publishing its
+// FIFO) the proxy naps 50 µs instead, as it did before it could sleep.
 #pragma once
 
+#include <poll.h>
+
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,6 +28,11 @@ class ProxyConnection {
   virtual ~ProxyConnection() = default;
   // Moves whatever can move now without blocking; true when anything did.
   virtual bool progress() = 0;
+  // Appends the poll() entries whose readiness would let progress() move something;
+  // false when the connection cannot say, and then the proxy must keep polling it.
+  virtual bool waitSet(std::vector<pollfd>* fds) = 0;
+  // The proxy goes to sleep (`bell`: its doorbell's fd + 1) or is awake (0).
+  virtual void announceSleep(uint32_t bell) = 0;
 };
 
 class Proxy {
@@ -31,17 +45,25 @@ class Proxy {
   // After this returns the proxy thread no longer touches `conn`.
   void remove(ProxyConnection* conn);
 
-  bool running();  // for tests: whether the thread exists
+  bool running();                                     // for tests: whether the thread exists
+  uint64_t sleeps() const { return sleeps_.load(); }  // for tests: the thread's sleeps in poll() so far
 
  private:
   Proxy() = default;
-  void loop();
+  void loop(long sleepMaxUs);
+  // Sleeps until a connection can move, the doorbell rings, or `us` passed; false at
+  // once when a connection cannot say what it waits for.
+  bool sleep(long us);
+  void ring();  // lifecycle_ held
 
   std::mutex lifecycle_;  // serialises add/remove with starting and joining the thread
   std::mutex mutex_;      // guards conns_ and stop_; held by the thread while it progresses
   std::vector<ProxyConnection*> conns_;
   bool stop_ = false;
   std::thread thread_;
+  int doorbell_ = -1;            // an eventfd, made with the thread and closed after it is joined
+  std::vector<pollfd> waitFds_;  // the thread's
+  std::atomic<uint64_t> sleeps_{0};
 };
 
 }  // namespace chorus

@@ -62,6 +62,16 @@ ncclResult_t SocketComm::test(SocketRequest* request, int* done, int* size) {
   return ncclSuccess;
 }
 
+bool SocketComm::waitSet(std::vector<pollfd>* fds) const {
+  if (helpers_.count() > 0) return false;
+  const short events = sending() ? POLLOUT : POLLIN;
+  const uint64_t control = controlSeq_.load(std::memory_order_relaxed);
+  if (control < tailSeq_ && !controlClosed_) fds->push_back({control_.fd(), events, 0});
+  for (const DataStream& stream : data_)
+    if (stream.seq.load(std::memory_order_relaxed) < control) fds->push_back({stream.stream.fd(), events, 0});
+  return true;
+}
+
 // Moves what the kernel allows without waiting; an error sticks to the comm. A pass that
 // moved bytes earns one more, for what became ready meanwhile; two keep test() short.
 ncclResult_t SocketComm::progress() {

@@ -61,6 +61,10 @@ class SocketComm {
   ncclResult_t post(char* data, size_t size, NetRequest** request);
   // Progresses the comm; once `request` is complete sets `*done`, `*size` and frees it.
   ncclResult_t test(SocketRequest* request, int* done, int* size);
+  // What the posted requests wait for, as poll() entries (Net::waitSet): the control
+  // stream while a header is due, each data stream while its range of an announced
+  // message is due. False with helper threads: no socket of the caller's shows their progress.
+  bool waitSet(std::vector<pollfd>* fds) const;
 
  private:
   static constexpr uint32_t kSendMagic = 0x534e4453u;

@@ -287,6 +287,10 @@ ncclResult_t SocketNet::test(NetRequest* request, int* done, int* sizes) {
   return socketRequest->comm->test(socketRequest, done, sizes);
 }
 
+bool SocketNet::waitSet(void* comm, std::vector<pollfd>* fds) {
+  return comm != nullptr && reinterpret_cast<SocketComm*>(comm)->waitSet(fds);
+}
+
 ncclResult_t SocketNet::closeComm(SocketComm* comm, bool sending) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = comms_.find(comm);

@@ -69,6 +69,7 @@ class SocketNet final : public Net {
   ncclResult_t iflush(NetRecvComm* comm, int n, void** data, int* sizes, NetMemHandle** mhandles,
                       NetRequest** request) override;
   ncclResult_t test(NetRequest* request, int* done, int* sizes) override;
+  bool waitSet(void* comm, std::vector<pollfd>* fds) override;
   ncclResult_t closeSend(NetSendComm* comm) override;
   ncclResult_t closeRecv(NetRecvComm* comm) override;
   ncclResult_t closeListen(NetListenComm* comm) override;

@@ -128,6 +128,7 @@ ncclResult_t CudaComm::syncImage(ncclComm* comm) {
     // P2P memory is shared with a peer of this process and lives until both ends have gone
     // (counted registrations); the rest is this rank's alone.
     registered_.push_back(Registered{base, c.resource != nullptr && !c.resource->jointlyOwned()});
+    if (c.resource != nullptr) c.resource->drivenByKernel();
   });
   if (result != ncclSuccess) return result;
   FifoAddressMap map = [](void* host) { return HostRegistry::instance().devicePointer(host); };
