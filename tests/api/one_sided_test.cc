@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "harness/byte_pattern.h"
+#include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "nccl.h"
@@ -27,16 +28,6 @@ namespace chorus_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-enum class Link { kP2p, kShm, kNet };
-const char* linkName(Link link) { return link == Link::kP2p ? "P2p" : link == Link::kShm ? "Shm" : "Net"; }
-LaunchMode modeOf(Link link) { return link == Link::kP2p ? LaunchMode::kThreads : LaunchMode::kProcesses; }
-void forceLink(ScopedEnv& env, Link link) {
-  if (link == Link::kNet) {
-    env.set("NCCL_P2P_DISABLE", "1");
-    env.set("NCCL_SHM_DISABLE", "1");
-  }
-}
 
 constexpr unsigned char kUntouched = 0xEE;
 constexpr size_t kWindowBytes = 1 << 20;
@@ -72,7 +63,7 @@ TEST_P(OneSidedTest, RingPutsLandExactBytes) {
   const auto [link, nranks] = GetParam();
   ScopedEnv env;
   forceLink(env, link);
-  EXPECT_RANKS_OK(runRanks(modeOf(link), nranks, [](const RankContext& c) {
+  EXPECT_RANKS_OK(runRanks(launchModeOf(link), nranks, [](const RankContext& c) {
     std::vector<unsigned char> window(kWindowBytes, kUntouched);
     ncclWindow_t win = nullptr;
     if (ncclCommWindowRegister(c.comm, window.data(), window.size(), &win, NCCL_WIN_DEFAULT) != ncclSuccess)
@@ -114,7 +105,7 @@ TEST_P(OneSidedTest, EveryRankPutsToEveryOtherBeforeWaiting) {
   const auto [link, nranks] = GetParam();
   ScopedEnv env;
   forceLink(env, link);
-  EXPECT_RANKS_OK(runRanks(modeOf(link), nranks, [](const RankContext& c) {
+  EXPECT_RANKS_OK(runRanks(launchModeOf(link), nranks, [](const RankContext& c) {
     constexpr size_t kSlice = 2 << 20;
     std::vector<unsigned char> window(kSlice * c.nranks, kUntouched);
     ncclWindow_t win = nullptr;
