@@ -182,14 +182,17 @@ TEST_F(SocketNetTest, ForgedPeerWithBadHeaderFailsItsReceiveOnly) {
   struct Case {
     const char* what;
     wire::Header header;
-    size_t bytes;
+    size_t bytes;         // of the header sent
+    size_t payloadBytes;  // of an inline payload sent behind it
   };
   const Case cases[] = {
-      {"huge length", {wire::kHeaderMagic, 0, uint64_t(1) << 40}, sizeof(wire::Header)},
-      {"longer than the receive", {wire::kHeaderMagic, 0, 4097}, sizeof(wire::Header)},
-      {"bad magic", {0xdeadbeef, 0, 16}, sizeof(wire::Header)},
-      {"truncated header", {wire::kHeaderMagic, 0, 16}, 7},
+      {"huge length", {wire::kHeaderMagic, 0, uint64_t(1) << 40}, sizeof(wire::Header), 0},
+      {"longer than the receive", {wire::kHeaderMagic, 0, 4097}, sizeof(wire::Header), 0},
+      {"bad magic", {0xdeadbeef, 0, 16}, sizeof(wire::Header), 0},
+      {"truncated header", {wire::kHeaderMagic, 0, 16}, 7, 0},
+      {"truncated inline payload", {wire::kHeaderMagic, 0, 16}, sizeof(wire::Header), 5},
   };
+  static_assert(wire::travelsInline(16));
   uint64_t connectionId = 0x5eed;
   for (const Case& test : cases) {
     SCOPED_TRACE(test.what);
@@ -206,7 +209,9 @@ TEST_F(SocketNetTest, ForgedPeerWithBadHeaderFailsItsReceiveOnly) {
     }
     ASSERT_NE(forged, nullptr);
     sendRaw(control, &test.header, test.bytes);
-    if (test.bytes < sizeof(wire::Header)) control.close();
+    const std::vector<char> payload(test.payloadBytes, 'x');
+    if (!payload.empty()) sendRaw(control, payload.data(), payload.size());
+    if (test.bytes < sizeof(wire::Header) || test.payloadBytes > 0) control.close();
     std::vector<char> buffer(4096);
     void* bufferData = buffer.data();
     int size = static_cast<int>(buffer.size());

@@ -148,7 +148,9 @@ TEST_F(SocketNetTest, FourDataSocketsCarryTheSameBytes) {
   EXPECT_EQ(h.dataSockets, 4u);
   EXPECT_EQ(openFdCount() - fdsBefore, 1 + 2 * (4 + 1)) << "listener + control and 4 data sockets per side";
   uint32_t seed = 20;
-  for (size_t size : {size_t(1), size_t(65537), size_t(1 << 20) + 3, size_t(8 << 20) + 5}) {
+  // Inline behind the header up to kInlineBytes, on the data sockets from one byte more.
+  for (size_t size :
+       {size_t(1), wire::kInlineBytes, wire::kInlineBytes + 1, size_t(1 << 20) + 3, size_t(8 << 20) + 5}) {
     SCOPED_TRACE(size);
     ASSERT_NO_FATAL_FAILURE(transfer(net, c, size, size + 11, seed++));
   }

@@ -147,25 +147,43 @@ ncclResult_t SocketComm::helperStep(uint32_t helper, std::vector<pollfd>* waitFo
 ncclResult_t SocketComm::progressControl(bool* moved) {
   while (controlSeq_.load(std::memory_order_relaxed) < tailSeq_ && !controlClosed_) {
     SocketRequest& request = requestAt(controlSeq_.load(std::memory_order_relaxed));
-    char* bytes = reinterpret_cast<char*>(&header_);
+    char* header = reinterpret_cast<char*>(&header_);
     size_t n = 0;
     if (sending()) {
-      if (headerDone_ == 0) header_ = {kHeaderMagic, 0, request.size};
-      CHORUS_CHECK(control_.sendSome(bytes + headerDone_, sizeof(Header) - headerDone_, &n));
+      if (controlDone_ == 0) header_ = {kHeaderMagic, 0, request.size};
+      const size_t payload = travelsInline(request.size) ? request.size : 0;
+      const size_t payloadDone = controlDone_ > sizeof(Header) ? controlDone_ - sizeof(Header) : 0;
+      const size_t headerDone = controlDone_ - payloadDone;
+      CHORUS_CHECK(control_.sendSome(header + headerDone, sizeof(Header) - headerDone, request.data + payloadDone,
+                                     payload - payloadDone, &n));
+      controlDone_ += n;
+      *moved |= n > 0;
+      if (controlDone_ < sizeof(Header) + payload) return ncclSuccess;
     } else {
       bool closed = false;
-      CHORUS_CHECK(control_.recvSome(bytes + headerDone_, sizeof(Header) - headerDone_, &n, &closed));
-      if (closed && headerDone_ + n == 0) {
-        controlClosed_ = true;  // see progress()
-        return ncclSuccess;
+      if (controlDone_ < sizeof(Header)) {
+        CHORUS_CHECK(control_.recvSome(header + controlDone_, sizeof(Header) - controlDone_, &n, &closed));
+        if (closed && controlDone_ + n == 0) {
+          controlClosed_ = true;  // see progress()
+          return ncclSuccess;
+        }
+        if (closed && controlDone_ + n < sizeof(Header)) return peerClosed(control_, "a message header");
+        controlDone_ += n;
+        *moved |= n > 0;
+        if (controlDone_ < sizeof(Header)) return ncclSuccess;
+        CHORUS_CHECK(acceptHeader(request));  // request.size is the message's from here on
       }
-      if (closed && headerDone_ + n < sizeof(Header)) return peerClosed(control_, "a message header");
+      if (travelsInline(request.size)) {
+        const size_t payloadDone = controlDone_ - sizeof(Header);
+        CHORUS_CHECK(control_.recvSome(request.data + payloadDone, request.size - payloadDone, &n, &closed));
+        controlDone_ += n;
+        *moved |= n > 0;
+        if (controlDone_ < sizeof(Header) + request.size) {
+          return closed ? peerClosed(control_, "a message") : ncclSuccess;
+        }
+      }
     }
-    headerDone_ += n;
-    *moved |= n > 0;
-    if (headerDone_ < sizeof(Header)) return ncclSuccess;
-    if (!sending()) CHORUS_CHECK(acceptHeader(request));
-    headerDone_ = 0;
+    controlDone_ = 0;
     // Release: a helper that sees the new count sees the request's data and size.
     controlSeq_.store(controlSeq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
@@ -193,7 +211,10 @@ ncclResult_t SocketComm::progressData(uint32_t index, bool* moved) {
   uint64_t seq = stream.seq.load(std::memory_order_relaxed);
   while (seq < controlSeq_.load(std::memory_order_acquire)) {
     SocketRequest& request = requestAt(seq);
-    ChunkRange range = chunkRange(request.size, index, static_cast<uint32_t>(data_.size()));
+    // An inline message came with its header: nothing of it on the data streams.
+    const ChunkRange range = travelsInline(request.size)
+                                 ? ChunkRange{0, 0}
+                                 : chunkRange(request.size, index, static_cast<uint32_t>(data_.size()));
     size_t length = range.end - range.begin;
     if (stream.done < length) {
       char* at = request.data + range.begin + stream.done;

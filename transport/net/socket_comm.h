@@ -1,6 +1,7 @@
 // One side of a socket net connection: the per-connection data path. A message is a
-// header on the control stream, then the payload cut into one range per data stream
-// (see socket_net_wire::chunkRange). test() runs a non-blocking state machine over the
+// header on the control stream, then the payload: right behind the header if it is small
+// (socket_net_wire::travelsInline), else cut into one range per data stream
+// (socket_net_wire::chunkRange). test() runs a non-blocking state machine over the
 // streams. With helper threads (NCCL_SOCKET_NTHREADS >= 2, see startHelpers) test()
 // keeps only the control stream and completion; the helpers move the data ranges.
 #pragma once
@@ -105,7 +106,7 @@ class SocketComm {
   std::atomic<uint64_t> controlSeq_ = 0;                  // next header to send or receive
   uint64_t tailSeq_ = 0;                                  // next message to post
   socket_net_wire::Header header_{};
-  size_t headerDone_ = 0;
+  size_t controlDone_ = 0;  // bytes of the current header, and of its inline payload, moved
   // The peer closed the control socket between two messages: the data of the messages
   // already announced may still be on the data sockets, so the comm fails only once
   // those are in and a posted receive waits for a header that cannot come.

@@ -60,6 +60,12 @@ struct Header {
   uint64_t size;
 };
 
+// A message up to this size travels on the control socket right behind its header, and the
+// data sockets carry nothing of it: one sendmsg() sends both, and the receiver waits on one
+// socket. (Larger ones are cut by chunkRange; below kMinChunkBytes that is one data socket.)
+inline constexpr size_t kInlineBytes = kMinChunkBytes;
+constexpr bool travelsInline(uint64_t size) { return size <= kInlineBytes; }
+
 // The bytes [begin, end) of a `size`-byte message that data socket `socket` carries.
 struct ChunkRange {
   size_t begin;

@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,9 +94,27 @@ ncclResult_t TcpStream::tryAccept(const Socket& listener, TcpStream* out, bool* 
 }
 
 ncclResult_t TcpStream::sendSome(const void* data, size_t size, size_t* sent) {
+  return sendSome(data, size, nullptr, 0, sent);
+}
+
+ncclResult_t TcpStream::sendSome(const void* first, size_t firstSize, const void* second, size_t secondSize,
+                                 size_t* sent) {
   *sent = 0;
+  const size_t size = firstSize + secondSize;
   while (*sent < size) {
-    ssize_t n = ::send(fd_, static_cast<const char*>(data) + *sent, size - *sent, MSG_NOSIGNAL);
+    // What is left of the two ranges.
+    iovec parts[2];
+    int count = 0;
+    if (*sent < firstSize)
+      parts[count++] = {const_cast<char*>(static_cast<const char*>(first)) + *sent, firstSize - *sent};
+    if (secondSize > 0) {
+      const size_t done = *sent > firstSize ? *sent - firstSize : 0;
+      parts[count++] = {const_cast<char*>(static_cast<const char*>(second)) + done, secondSize - done};
+    }
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(fd_, &message, MSG_NOSIGNAL);
     if (n > 0) {
       *sent += static_cast<size_t>(n);
     } else if (errno != EINTR) {

@@ -49,6 +49,8 @@ class TcpStream {
   // Move what the kernel takes or holds right now. A peer that closed the connection
   // sets `*closed` (receive) or fails with ncclRemoteError (send).
   ncclResult_t sendSome(const void* data, size_t size, size_t* sent);
+  // The same for two byte ranges back to back (a header and its payload), in one sendmsg().
+  ncclResult_t sendSome(const void* first, size_t firstSize, const void* second, size_t secondSize, size_t* sent);
   ncclResult_t recvSome(void* data, size_t size, size_t* received, bool* closed);
 
  private:
