@@ -47,6 +47,8 @@ constexpr Setting kSettings[] = {
      "USR1, USR2 or a number: that signal makes every communicator write its hang report"},
     {"CHORUS_FINGERPRINTS", kInt64, "1", kHonoured,
      "0: steps do not carry their call's number and description (mismatched calls go undetected)"},
+    {"CHORUS_DETERMINISTIC", kInt64, "0", kHonoured,
+     "1: AllReduce, Reduce and ReduceScatter combine ranks in one order, bitwise reproducible results"},
     {"CHORUS_FAULT", kString, "", kHonoured,
      "faults to inject for tests: rank<R>:kill|stall|delay=<N>ms|break@<Kind>#<N>, ... (README)"},
     // Transports, channels, buffers.

@@ -26,6 +26,7 @@ struct PeerInfo {
   int channelsWanted;  // what this rank's cores can serve; the communicator takes the minimum
   int trafficClass;    // ncclConfig_t.trafficClass for this rank's network connections, or -1
   char netName[32];    // ncclConfig_t.netName: the net this rank's connections use ("": the process's)
+  int deterministic;   // CHORUS_DETERMINISTIC as this rank read it: every rank must agree
   char hostname[64];
 };
 

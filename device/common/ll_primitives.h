@@ -211,6 +211,9 @@ class LinePrimitives {
     runStep<kFromRecv | kToDst | kToSend>(nullptr, dst, n, false, false, false);
   }
 
+  // out = in
+  CHORUS_HD_OUTLINE void recvSend(size_t n) { runStep<kFromRecv | kToSend>(nullptr, nullptr, n, false, false, false); }
+
  private:
   // What a step does, as bits: where its values come from and where they go.
   static constexpr unsigned kFromRecv = 1;   // the first receive end's data (others drained)

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "device/common/ordered_algorithms.h"
 #include "device/common/platform.h"
 #include "device/common/ring_algorithms.h"
 #include "device/common/tree_algorithms.h"
@@ -45,6 +46,15 @@ CHORUS_HD_OUTLINE void runItem(Exec& exec, const CommView& comm, const WorkItem&
       break;
   }
   const ChannelView& ch = comm.channels[w.channel];
+  const bool reduces = w.kind == WorkKind::AllReduce || w.kind == WorkKind::Reduce || w.kind == WorkKind::ReduceScatter;
+  if (comm.ordered && reduces) {  // deterministic mode: one order of ranks (ordered_algorithms.h)
+    P prims(exec, PeerSet(ch.ringRecv), PeerSet(ch.ringSend), op, w.stamp);
+    const int slots = comm.nranks == 1                            ? 1
+                      : ch.ringSend->nSlots < ch.ringRecv->nSlots ? ch.ringSend->nSlots
+                                                                  : ch.ringRecv->nSlots;
+    orderedCollective(prims, w.kind, ch.ringRanks, comm.nranks, send, recv, w.blockCount, w.root, w.range, slots - 1);
+    return;
+  }
   if (w.kind == WorkKind::AllReduce && w.algo == Algorithm::Tree) {
     const TreeView& t = ch.tree;
     PeerSet children, childrenDown;

@@ -128,6 +128,16 @@ class SimplePrimitives {
     publish(out, n, true);
   }
 
+  // out = in  (passed on, kept nowhere: an ordered reduction's final on its way to the root)
+  CHORUS_HD_OUTLINE void recvSend(size_t n) {
+    const T* in = acquireRecv(n);
+    if (!in) return;
+    T* out = acquireSend();
+    if (!out) return;
+    teamCopy(exec_, out, in, n, op_, false, false);
+    publish(out, n, true);
+  }
+
  private:
   static CHORUS_HD size_t slotBytes(const FifoEnd* e) { return e->slotBytes[static_cast<int>(kProtocol)]; }
 

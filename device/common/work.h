@@ -80,6 +80,7 @@ struct CommView {
   ChannelView* channels = nullptr;
   FifoEnd* const* p2pSend = nullptr;  // indexed by peer; null until connected
   FifoEnd* const* p2pRecv = nullptr;
+  bool ordered = false;  // deterministic mode: reductions run ordered_algorithms.h's programs
 };
 
 // One lane of a plan: items that run in order on one communicator.

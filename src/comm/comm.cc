@@ -90,6 +90,7 @@ void ncclComm::refreshView() {
   view.rank = rank;
   view.nranks = nranks;
   view.nChannels = static_cast<int>(channels.size());
+  view.ordered = deterministic;
   view.channels = channelViews.data();
   view.p2pSend = p2pSendEnds.data();
   view.p2pRecv = p2pRecvEnds.data();

@@ -102,6 +102,8 @@ struct ncclComm {
   // Call numbers (device/common/call_stamp.h), counted as calls are planned: collectives
   // per communicator, sends and receives per peer. CHORUS_FINGERPRINTS=0: steps carry none.
   bool fingerprints = true;
+  // CHORUS_DETERMINISTIC=1: reductions combine ranks in one order (device/common/ordered_algorithms.h).
+  bool deterministic = false;
   uint64_t collSeq = 0;
   std::vector<uint64_t> sendSeq, recvSeq;
   chorus::FlightRecord flight;  // the last calls, for the hang report (src/report/hang_report.h)

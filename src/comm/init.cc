@@ -40,6 +40,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.gpuBusId = gpuBusIdOf(comm->cudaDev);
   info.pid = getpid();
   info.trafficClass = comm->config.trafficClass;
+  info.deterministic = comm->deterministic ? 1 : 0;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
   info.hostHash = localHostHash();
   struct stat st;
@@ -52,6 +53,19 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   announceThisProcess(info.processId);
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   return info;
+}
+
+// Deterministic mode changes which steps a reduction takes, so every rank must be in it or
+// none: the ranks that differ from rank 0 are named, and init fails on every rank alike.
+ncclResult_t checkDeterministicAgreed(const ncclComm* comm) {
+  const int expected = comm->peers[0].deterministic;
+  for (const PeerInfo& p : comm->peers) {
+    if (p.deterministic == expected) continue;
+    WARN("CHORUS_DETERMINISTIC differs between ranks: rank 0 has %d, rank %d has %d; set it alike on every rank",
+         expected, p.rank, p.deterministic);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
 }
 
 // Bytes of one slot: a whole number of the protocol's lines, from a buffer setting.
@@ -164,6 +178,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   // Kept after init, as NCCL's threads do: this thread's later lines name this communicator
   // until another call or work sets its own.
   setLogContext(comm->rank, comm->config.commName.c_str());
+  comm->deterministic = envInt("CHORUS_DETERMINISTIC", 0) != 0;
   CHORUS_CHECK(Bootstrap::create(ids, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
   comm->bootstrap->watchRevoke(&comm->revokeFlag);
 
@@ -171,6 +186,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->peers[comm->rank] = localPeerInfo(comm);
   // Ranks per host decide the channels each can serve: learn them first, then share the wish.
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  CHORUS_CHECK(checkDeterministicAgreed(comm));
   int localRanks = 0;
   for (const PeerInfo& p : comm->peers) localRanks += p.hostHash == comm->peers[comm->rank].hostHash;
   comm->peers[comm->rank].channelsWanted = channelsWanted(localRanks, comm->config);
@@ -198,6 +214,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   for (int c = 0; c < nChannels; ++c) {
     Channel& ch = comm->channels[c];
     ch.id = c;
+    // One ring order for every channel: deterministic mode's reduction order follows it.
     ch.ringRanks.resize(comm->nranks);
     for (int k = 0; k < comm->nranks; ++k) ch.ringRanks[k] = (comm->rank + k) % comm->nranks;
     ch.tree = doubleBinaryTree(comm->nranks, comm->rank, c % 2);
@@ -221,6 +238,11 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->recvSeq.assign(comm->nranks, 0);
   CHORUS_CHECK(comm->bootstrap->barrier());
 
+  if (comm->deterministic)
+    INFO(kSubsysInit | kSubsysTuning,
+         "deterministic mode (CHORUS_DETERMINISTIC=1): AllReduce, Reduce and ReduceScatter combine ranks in the "
+         "order 0..%d along the ring, whatever NCCL_ALGO says",
+         comm->nranks - 1);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   INFO(kSubsysInit, "comm %p%s%s rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)",
        static_cast<void*>(comm), comm->config.commName.empty() ? "" : " commName ", comm->config.commName.c_str(),

@@ -31,6 +31,10 @@ uint64_t encodeScalar(ncclDataType_t dtype, double value) {
   return bits;
 }
 
+bool reduces(WorkKind kind) {
+  return kind == WorkKind::AllReduce || kind == WorkKind::ReduceScatter || kind == WorkKind::Reduce;
+}
+
 // Appends the item in place: building it on the stack and copying it made GCC store it
 // in pieces and reload it whole, a store-forwarding stall that cost a fifth of a small call.
 void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice how, int channel, ChannelRange range,
@@ -66,9 +70,7 @@ CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneCh
   }
   s.count = op.count;
   s.dtype = static_cast<uint8_t>(op.dtype);
-  const bool reduces =
-      op.kind == WorkKind::AllReduce || op.kind == WorkKind::ReduceScatter || op.kind == WorkKind::Reduce;
-  s.redOp = reduces ? static_cast<uint8_t>(red.kind) : 0;
+  s.redOp = reduces(op.kind) ? static_cast<uint8_t>(red.kind) : 0;
   s.root = op.kind == WorkKind::Broadcast || op.kind == WorkKind::Reduce ? op.root : -1;
   s.seq = ++comm->collSeq;
   comm->flight.started(s, -1);
@@ -171,10 +173,11 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
 
   for (const CollOp& op : ops) {
     RedOpArgs red;
-    if (op.kind == WorkKind::AllReduce || op.kind == WorkKind::ReduceScatter || op.kind == WorkKind::Reduce) {
+    if (reduces(op.kind)) {
       CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
     }
-    const TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op), op.tuning);
+    TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op), op.tuning);
+    if (comm->deterministic && reduces(op.kind)) how.algo = Algorithm::Ring;  // the ordered chain runs on the ring
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
       if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, 1};
       if (op.root == comm->rank) {

@@ -140,7 +140,8 @@ ncclResult_t buildCommImage(const ncclComm& comm, uintptr_t base, const FifoAddr
                        nChannels,
                        w.device<ChannelView>(viewsAt),
                        w.device<FifoEnd* const>(sendTableAt),
-                       w.device<FifoEnd* const>(recvTableAt)};
+                       w.device<FifoEnd* const>(recvTableAt),
+                       comm.view.ordered};
   out->bytes = w.take();
   return ncclSuccess;
 }
