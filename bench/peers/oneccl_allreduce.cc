@@ -7,10 +7,14 @@
 // bench/setup-oneccl.sh installs oneCCL 2021.16 from PyPI.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <oneapi/ccl.hpp>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "peer_common.h"
