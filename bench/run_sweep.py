@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chorus next to Open MPI and Gloo: float-sum AllReduce, one process per rank under mpirun.
+"""Chorus next to Open MPI, Gloo and oneCCL: float-sum AllReduce, one process per rank under mpirun.
 
 Per rank count it runs, interleaved and --repeats times each:
   chorus      <build>/tools/perf/all_reduce_perf_mpi (Chorus' default transports)
@@ -7,12 +7,18 @@ Per rank count it runs, interleaved and --repeats times each:
   ompi        bench peer mpi_allreduce, Open MPI's defaults (shared memory)
   ompi-tcp    mpi_allreduce with --mca pml ob1 --mca btl self,tcp
   gloo        bench peer gloo_allreduce: Gloo's ring over TCP on 127.0.0.1
+  oneccl      bench peer oneccl_allreduce over oneCCL's libfabric transport, shared memory
+              (CCL_ATL_TRANSPORT=ofi FI_PROVIDER=shm CCL_ATL_SHM=1)
+  oneccl-tcp  oneccl_allreduce with FI_PROVIDER=tcp
+              (both with CCL_WORKER_OFFLOAD=0: on 2 cores oneCCL's polling worker thread makes
+              every small call wait ~10 ms; oneCCL comes from bench/setup-oneccl.sh, not CI)
 and once per repeat the single-thread memcpy_probe and, with chorus-tcp, the loopback tcp_probe
 (both directions at once: the ceiling of a 2-rank ring over TCP), the physical references. Per size it
 takes the median time over the repeats and prints Markdown: time and busbw per library,
 peer time / Chorus time (>1: Chorus faster), the probes' GB/s, the goals, and every command run.
 A program that fails without output (e.g. chorus-tcp before the network transport exists)
-is reported as "n/a" with its reason; the sweep goes on.
+is reported as "n/a" with its reason; the sweep goes on. So is a peer that was not built
+(oneccl_allreduce before bench/setup-oneccl.sh and a bench reconfigure).
 
   bench/run_sweep.py --build build --bench-build /tmp/bench-build --out report.md
   bench/run_sweep.py --make --build /tmp/b --bench-build /tmp/b-bench --max 1M --iters 5 --repeats 1
@@ -49,11 +55,21 @@ LIBRARIES = {
     "ompi": ("Open MPI", False),
     "ompi-tcp": ("Open MPI TCP", True),
     "gloo": ("Gloo TCP", True),
+    "oneccl": ("oneCCL", False),
+    "oneccl-tcp": ("oneCCL TCP", True),
 }
 # (peer, Chorus run it is compared with): shared memory peers against Chorus' default, TCP
 # peers against both Chorus columns (Chorus' default is what a user gets on one host).
 RATIOS = [("ompi", "chorus"), ("ompi-tcp", "chorus"), ("gloo", "chorus"),
-          ("ompi-tcp", "chorus-tcp"), ("gloo", "chorus-tcp")]
+          ("ompi-tcp", "chorus-tcp"), ("gloo", "chorus-tcp"),
+          ("oneccl", "chorus"), ("oneccl-tcp", "chorus"), ("oneccl-tcp", "chorus-tcp")]
+# oneCCL over libfabric (ATL/OFI): the provider picks shared memory or TCP. mpirun is Open MPI, so
+# the peer takes its rank from OMPI_COMM_WORLD_* and meets rank 0 through a file in {store}.
+ONECCL_ENV = {"CCL_ATL_TRANSPORT": "ofi", "CCL_WORKER_OFFLOAD": "0"}
+ONECCL_SHM_ENV = dict(ONECCL_ENV, FI_PROVIDER="shm", CCL_ATL_SHM="1")
+ONECCL_TCP_ENV = dict(ONECCL_ENV, FI_PROVIDER="tcp")
+# What builds a peer that is missing, for its "not built" note.
+BUILD_HINT = {"oneccl_allreduce": "run bench/setup-oneccl.sh, then reconfigure the bench"}
 
 
 class Run:
@@ -110,7 +126,9 @@ def execute(run, timeout, placement, probe_row=None):
             wrong = sum(int(float(w)) for w in (out_wrong, in_wrong) if w != "N/A")
             run.rows[int(m.group(1))] = (choice[0], wrong)
     if proc.returncode and not run.note:
-        lines = [l.strip() for l in (err + "\n" + out).splitlines() if l.strip() and not l.startswith("-----")]
+        # oneCCL's warnings (e.g. that Intel MPI's libmpi is not there) would hide the real reason.
+        lines = [l.strip() for l in (err + "\n" + out).splitlines()
+                 if l.strip() and not l.startswith("-----") and "|CCL_WARN|" not in l]
         reason = next((l for l in lines if re.search(r"fail|error|abort|not", l, re.I)), lines[-1] if lines else "")
         run.note = f"exit status {proc.returncode}: {reason[:200]}"
     print(f"[{time.monotonic() - started:6.1f} s] {run.key} x{run.nranks}: "
@@ -122,16 +140,20 @@ def make_runs(args, nranks, peers):
     sweep = ["-b", args.min, "-e", args.max, "-f", str(args.factor), "-n", str(args.iters), "-w", str(args.warmup)]
     mpirun = ["mpirun", "-np", str(nranks), "--oversubscribe", "--bind-to", args.bind_to]
     tcp_env = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+    exports = lambda env: [a for k, v in env.items() for a in ("-x", f"{k}={v}")]  # noqa: E731
     # -a 3: the slowest rank's time, the definition the peers use.
     chorus = [perf] + sweep + ["-c", "1", "-a", "3"]
     specs = [
         ("chorus", perf, mpirun + chorus, {}),
-        ("chorus-tcp", perf, mpirun + [a for k, v in tcp_env.items() for a in ("-x", f"{k}={v}")] + chorus, tcp_env),
+        ("chorus-tcp", perf, mpirun + exports(tcp_env) + chorus, tcp_env),
         ("ompi", peers["mpi_allreduce"], mpirun + [peers["mpi_allreduce"]] + sweep, {}),
         ("ompi-tcp", peers["mpi_allreduce"],
          mpirun + ["--mca", "pml", "ob1", "--mca", "btl", "self,tcp", peers["mpi_allreduce"]] + sweep, {}),
         ("gloo", peers["gloo_allreduce"], mpirun + [peers["gloo_allreduce"], "-s", "{store}"] + sweep, {}),
     ]
+    specs += [(key, peers["oneccl_allreduce"],
+               mpirun + exports(env) + [peers["oneccl_allreduce"], "-s", "{store}"] + sweep, env)
+              for key, env in (("oneccl", ONECCL_SHM_ENV), ("oneccl-tcp", ONECCL_TCP_ENV))]
     return [(key, binary, argv, env) for key, binary, argv, env in specs if key in args.libraries]
 
 
@@ -150,11 +172,12 @@ def run_all(args, peers):
         for nranks, key, binary, argv, env in jobs[shift:] + jobs[:shift]:
             if binary is None or not os.path.exists(binary):
                 run = Run(key, nranks, argv, env, shell_text(argv, env))
-                run.note = f"not built ({binary or 'peer program missing'})"
+                hint = BUILD_HINT.get(os.path.basename(binary or ""))
+                run.note = f"not built ({binary or 'peer program missing'}{'; ' + hint if hint else ''})"
                 results.setdefault((nranks, key), []).append(run)
                 continue
-            # Gloo's ranks meet in a fresh directory: keys left by an earlier run would be read back.
-            store = tempfile.mkdtemp(prefix="gloo-store-") if "{store}" in argv else None
+            # Gloo's and oneCCL's ranks meet in a fresh directory: keys left by an earlier run would be read back.
+            store = tempfile.mkdtemp(prefix=f"{key}-store-") if "{store}" in argv else None
             run = Run(key, nranks, [store if a == "{store}" else a for a in argv], env, shell_text(argv, env))
             try:
                 execute(run, args.timeout, args.placement, probe_row=PROBES[key][1] if key in PROBES else None)
@@ -271,6 +294,19 @@ def goals(summary, args, lines):
         p = bw(key, big)
         goal(lines, f"64 MiB TCP busbw >= 1.3x {name}", ratio(tcp, p), 1.3,
              f"Chorus TCP {num(tcp)} GB/s, {name} {num(p)} GB/s{tcp_note}")
+    # oneCCL's goals, the same bars as Open MPI's, only where it ran (it is not built by default).
+    if summary.time.get((n, "oneccl")):
+        c, p = bw("chorus", big), bw("oneccl", big)
+        goal(lines, "64 MiB busbw >= 1.5x oneCCL (shared memory)", ratio(c, p), 1.5,
+             f"Chorus {num(c)} GB/s, oneCCL {num(p)} GB/s, x{num(ratio(c, p))}")
+        ct, pt = summary.usec(n, "chorus", 8), summary.usec(n, "oneccl", 8)
+        goal(lines, "8 B latency <= oneCCL", ratio(pt, ct), 1.0, f"Chorus {num(ct)} us, oneCCL {num(pt)} us")
+        c1, p1 = bw("chorus", mid), bw("oneccl", mid)
+        goal(lines, "1 MiB busbw >= oneCCL", ratio(c1, p1), 1.0, f"Chorus {num(c1)} GB/s, oneCCL {num(p1)} GB/s")
+    if summary.time.get((n, "oneccl-tcp")):
+        p = bw("oneccl-tcp", big)
+        goal(lines, "64 MiB TCP busbw >= 1.3x oneCCL TCP", ratio(tcp, p), 1.3,
+             f"Chorus TCP {num(tcp)} GB/s, oneCCL TCP {num(p)} GB/s{tcp_note}")
     if 4 in args.ranks and 2 in args.ranks:
         c2, c4 = bw("chorus", big, 2), bw("chorus", big, 4)
         goal(lines, "4 ranks 64 MiB busbw within 2x of 2 ranks", ratio(c4, c2), 0.5,
@@ -287,7 +323,10 @@ def load_average():
 
 def report(args, results, build_commands, loads):
     summary = Summary(results)
-    lines = ["# AllReduce: Chorus vs Open MPI and Gloo\n",
+    names = [name for name, keys in (("Open MPI", ("ompi", "ompi-tcp")), ("Gloo", ("gloo",)),
+                                     ("oneCCL", ("oneccl", "oneccl-tcp"))) if set(keys) & set(args.libraries)]
+    peer_text = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names) or "itself"
+    lines = [f"# AllReduce: Chorus vs {peer_text}\n",
              f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, float sum, sizes {args.min}..{args.max} "
              f"x{args.factor}, {args.iters} iterations after {args.warmup} warm-up, median of {args.repeats} "
              f"interleaved runs, {PLACEMENT[args.placement]} times (the slowest rank's per-iteration average). "
@@ -381,7 +420,8 @@ def main():
     args.build = os.path.abspath(args.build)
     bench_dir = os.path.abspath(args.bench_build or os.path.join(args.build, "bench"))
     peers = {name: os.path.join(bench_dir, name)
-             for name in ("mpi_allreduce", "gloo_allreduce") + tuple(p for p, _, _ in PROBES.values())}
+             for name in ("mpi_allreduce", "gloo_allreduce", "oneccl_allreduce")
+             + tuple(p for p, _, _ in PROBES.values())}
     if not shutil.which("mpirun"):
         sys.exit("mpirun not found (tools/setup-deps.sh installs Open MPI)")
     before = load_average()

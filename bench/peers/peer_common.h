@@ -29,7 +29,7 @@ struct PeerOptions : chorus::perf::SweepFlags {
     stepFactor = 2;
     warmupIters = 5;
   }
-  std::string store;  // -s: rendezvous directory (gloo_allreduce only)
+  std::string store;  // -s: rendezvous directory (gloo_allreduce, oneccl_allreduce)
 };
 
 using chorus::perf::sweepSizes;
