@@ -12,14 +12,15 @@
 // value, each later hop receives, combines its own and sends on, and hop n-1 holds the
 // final value; from there the final value travels on around the ring (hop n-1 -> 0 -> 1
 // ...) to the ranks that receive it: every rank (AllReduce), the root (Reduce) or the
-// block's owner (ReduceScatter, one block after the other).
+// block's owner (ReduceScatter: the blocks one after the other, in one stream of steps).
 //
 // Step order, the same on both ends of every link: step i's reduction, then the
-// forwarding of step i - lag, where lag < the FIFO's slots. The lag keeps `lag` steps of
-// the chain in flight while finals come back around; lag < slots is what keeps the ring
-// from filling up all round (rank 0 would wait to send step m while hop n-1 waits to
-// hand it final i with i + slots <= m; it cannot have produced final m - 1 >= i + slots
-// - 1 without rank 0's step m - 1, so m - 1 < i + lag, which lag < slots rules out).
+// forwarding of step i - lag, where 0 <= lag < the FIFO's slots S. The lag keeps steps of
+// the chain in flight while finals come back around. lag < S is what keeps the ring from
+// filling up all round: that needs rank 0 stuck sending reduction m (its link full)
+// while hop n-1 is stuck handing it final i (S finals, i .. i+S-1, sent and unread).
+// Rank 0 reads final i right after reduction i + lag, so m <= i + lag; and final i+S-1
+// needed rank 0's reduction i+S-1 < m. So S <= lag, which lag < S rules out.
 #pragma once
 
 #include <cstddef>
@@ -40,76 +41,85 @@ CHORUS_HD int hopsFromRankZero(const int* ring, int nranks, int rank) {
   return (self + target) % nranks;
 }
 
+// Whether a reduction needs the ordered programs in deterministic mode. With two ranks
+// every element is one op of the two values, and sums and products (pre() and post()
+// included) are commutative bit for bit, so every algorithm already gives the fold's
+// bits; max and min choose between +0 and -0, or two NaNs, by operand order.
+CHORUS_HD bool needsOrderedProgram(int nranks, RedKind kind) {
+  return nranks > 2 || kind == RedKind::Max || kind == RedKind::Min;
+}
+
 constexpr int kEveryRank = -1;
 
-// One rank's part in reducing `count` elements of `src` in ring order. `hop`: this rank's
-// hops from rank 0; `dest`: the hop of the rank that gets the result (into `dst`), or
-// kEveryRank. `lag`: steps between a step's reduction and its forwarding, < the slots.
-template <typename Prims, typename T>
-CHORUS_HD_OUTLINE void orderedReduce(Prims& prims, int hop, int nranks, const T* src, T* dst, size_t count, int dest,
-                                     int lag) {
-  if (nranks == 1) {
-    prims.selfCopy(src, dst, count);
-    return;
-  }
+// One step's worth of an ordered reduction: `n` elements of this rank's `src`, reduced in
+// ring order and delivered to `dst` on the rank at hop `dest` (kEveryRank: on every rank).
+template <typename T>
+struct OrderedUnit {
+  const T* src;
+  T* dst;
+  size_t n;
+  int dest;
+};
+
+// One rank's part in reducing units 0 .. units-1 (`unitAt(i)`, the same sequence on every
+// rank) in ring order. `hop`: this rank's hops from rank 0. `lag`: steps between a unit's
+// reduction and its forwarding, < the FIFO's slots.
+template <typename Prims, typename UnitAt>
+CHORUS_HD_OUTLINE void orderedReduce(Prims& prims, int hop, int nranks, size_t units, const UnitAt& unitAt, int lag) {
   const int last = nranks - 1;
-  const bool every = dest == kEveryRank;
-  // Forwarding: the final value leaves hop `last` and stops at hop `end`.
-  const bool forwards = every || dest != last;
-  const int end = every ? last - 1 : dest;
-  const size_t stepElems = prims.maxStepElems();
-  const size_t steps = divUp(count, stepElems);
-  if (!forwards) lag = 0;
-  for (size_t i = 0; i < steps + static_cast<size_t>(lag) && prims.ok(); ++i) {
-    if (i < steps) {
-      const size_t off = i * stepElems, n = minSize(stepElems, count - off);
+  for (size_t i = 0; i < units + static_cast<size_t>(lag) && prims.ok(); ++i) {
+    if (i < units) {
+      const auto u = unitAt(i);
       if (hop == 0) {
-        prims.send(src + off, n, true);
+        prims.send(u.src, u.n, true);
       } else if (hop < last) {
-        prims.recvReduceSend(src + off, n);
-      } else if (every) {
-        prims.recvReduceCopySend(src + off, dst + off, n);  // post() applied once, here
-      } else if (dest == last) {
-        prims.recvReduceCopy(src + off, dst + off, n);
+        prims.recvReduceSend(u.src, u.n);
+      } else if (u.dest == kEveryRank) {
+        prims.recvReduceCopySend(u.src, u.dst, u.n);  // post() applied once, here
+      } else if (u.dest == last) {
+        prims.recvReduceCopy(u.src, u.dst, u.n);
       } else {
-        prims.recvReduceSend(src + off, n);  // the destination applies post()
+        prims.recvReduceSend(u.src, u.n);  // on to the destination, which applies post()
       }
     }
-    if (!forwards || i < static_cast<size_t>(lag) || hop > end) continue;
-    const size_t j = i - lag, off = j * stepElems, n = minSize(stepElems, count - off);
+    if (i < static_cast<size_t>(lag)) continue;
+    const auto u = unitAt(i - lag);
+    const bool every = u.dest == kEveryRank;
+    const int end = every ? last - 1 : u.dest;                 // the final value travels hop last -> 0 -> ... -> end
+    if (hop == last || hop > end || u.dest == last) continue;  // past the destination, or nothing travels
     if (hop == end) {
-      prims.recv(dst + off, n, !every);
+      prims.recv(u.dst, u.n, !every);
     } else if (every) {
-      prims.recvCopySend(dst + off, n);
+      prims.recvCopySend(u.dst, u.n);
     } else {
-      prims.recvSend(n);
+      prims.recvSend(u.n);
     }
   }
 }
 
-// AllReduce, Reduce and ReduceScatter of one channel in the ring's order (see above).
+// AllReduce, Reduce and ReduceScatter of one channel in the ring's order (see above). A
+// ReduceScatter's units run block after block (block b's final goes to rank b) in one
+// stream, so the blocks pipeline like the steps of one block.
 template <typename Prims, typename T>
 CHORUS_HD_OUTLINE void orderedCollective(Prims& prims, WorkKind kind, const int* ring, int nranks, const T* sendbuff,
                                          T* recvbuff, size_t blockStride, int root, ChannelRange range, int lag) {
-  const int hop = hopsFromRankZero(ring, nranks, ring[0]);
   const T* src = sendbuff + range.offset;
   T* dst = recvbuff + range.offset;
-  switch (kind) {
-    case WorkKind::AllReduce:
-      orderedReduce(prims, hop, nranks, src, dst, range.count, kEveryRank, lag);
-      break;
-    case WorkKind::Reduce:
-      orderedReduce(prims, hop, nranks, src, dst, range.count, hopsFromRankZero(ring, nranks, root), lag);
-      break;
-    case WorkKind::ReduceScatter:
-      // Block b of every rank, reduced in order and delivered to rank b; blocks one by one.
-      for (int b = 0; b < nranks && prims.ok(); ++b)
-        orderedReduce(prims, hop, nranks, src + b * blockStride, dst, range.count, hopsFromRankZero(ring, nranks, b),
-                      lag);
-      break;
-    default:
-      break;
+  if (nranks == 1) {
+    prims.selfCopy(src, dst, range.count);
+    return;
   }
+  const size_t stepElems = prims.maxStepElems();
+  const size_t steps = divUp(range.count, stepElems);
+  const bool scatter = kind == WorkKind::ReduceScatter;
+  const int fixedDest = kind == WorkKind::AllReduce ? kEveryRank : hopsFromRankZero(ring, nranks, root);
+  auto unitAt = [&](size_t i) {
+    const size_t block = i / steps, off = (i % steps) * stepElems;
+    const int dest = scatter ? hopsFromRankZero(ring, nranks, static_cast<int>(block)) : fixedDest;
+    return OrderedUnit<T>{src + block * blockStride + off, dst + off, minSize(stepElems, range.count - off), dest};
+  };
+  const size_t units = steps * (scatter ? nranks : 1);
+  orderedReduce(prims, hopsFromRankZero(ring, nranks, ring[0]), nranks, units, unitAt, lag);
 }
 
 }  // namespace chorus

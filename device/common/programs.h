@@ -47,7 +47,8 @@ CHORUS_HD_OUTLINE void runItem(Exec& exec, const CommView& comm, const WorkItem&
   }
   const ChannelView& ch = comm.channels[w.channel];
   const bool reduces = w.kind == WorkKind::AllReduce || w.kind == WorkKind::Reduce || w.kind == WorkKind::ReduceScatter;
-  if (comm.ordered && reduces) {  // deterministic mode: one order of ranks (ordered_algorithms.h)
+  if (comm.ordered && reduces &&
+      needsOrderedProgram(comm.nranks, w.op.kind)) {  // deterministic mode: one order of ranks (ordered_algorithms.h)
     P prims(exec, PeerSet(ch.ringRecv), PeerSet(ch.ringSend), op, w.stamp);
     const int slots = comm.nranks == 1                            ? 1
                       : ch.ringSend->nSlots < ch.ringRecv->nSlots ? ch.ringSend->nSlots

@@ -6,6 +6,7 @@
 
 #include "core/debug.h"
 #include "device/common/datatypes.h"
+#include "device/common/ordered_algorithms.h"
 
 namespace chorus {
 namespace {
@@ -177,7 +178,9 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
     }
     TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op), op.tuning);
-    if (comm->deterministic && reduces(op.kind)) how.algo = Algorithm::Ring;  // the ordered chain runs on the ring
+    // Deterministic mode's ordered programs run on the ring (device/common/ordered_algorithms.h).
+    if (comm->deterministic && reduces(op.kind) && needsOrderedProgram(comm->nranks, red.kind))
+      how.algo = Algorithm::Ring;
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
       if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, 1};
       if (op.root == comm->rank) {
