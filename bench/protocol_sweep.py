@@ -12,6 +12,7 @@ figure is the median over the repeats. Sizes up to --split run --iters iteration
 ones --big-iters, so one sweep covers 8 B to 256 MiB in minutes.
 
   bench/protocol_sweep.py --build build --ranks 2 4 > report.md
+  bench/protocol_sweep.py --build build --ranks 4 --env NCCL_P2P_DISABLE=1 --env NCCL_SHM_DISABLE=1 --max 4M
 """
 import argparse
 import os
@@ -32,6 +33,7 @@ def parse_size(text):
 
 
 def mpirun(args, nranks, env_extra, perf_args):
+    env_extra = dict(dict(kv.split("=", 1) for kv in args.env), **env_extra)
     env = dict(os.environ, **MPI_ENV, **env_extra)
     env.pop("NCCL_DEBUG", None) if "NCCL_DEBUG" not in env_extra else None
     cmd = ["mpirun", "-np", str(nranks), "--oversubscribe", "--bind-to", args.bind]
@@ -102,6 +104,8 @@ def main():
     ap.add_argument("--big-iters", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--bind", default="core:overload-allowed", help="mpirun --bind-to value")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="set for every run, e.g. NCCL_P2P_DISABLE=1 --env NCCL_SHM_DISABLE=1 (the network transport)")
     args = ap.parse_args()
     worst, worst_at = 1.0, ""
     ll_ok, small_seen = True, False

@@ -15,10 +15,13 @@
 
 namespace chorus {
 
+// A relative timeout of `us` microseconds (futex, ppoll).
+inline timespec timespecOfUs(long us) { return timespec{us / 1000000, (us % 1000000) * 1000}; }
+
 // Sleeps while `*word` is `seen`, at most `us` microseconds; a wake-up, a signal or a
 // change of the word ends it early (the caller looks again either way).
 inline void futexWait(const uint32_t* word, uint32_t seen, long us) {
-  timespec limit{us / 1000000, (us % 1000000) * 1000};
+  const timespec limit = timespecOfUs(us);
   syscall(SYS_futex, word, FUTEX_WAIT, seen, &limit, nullptr, 0);
 }
 

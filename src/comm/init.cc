@@ -32,6 +32,14 @@ constexpr double kShmBusBwGBs = 4.0;
 constexpr double kShmHopLatencyUs = 0.1;
 constexpr double kP2pBusBwGBs = 4.0;
 constexpr double kP2pHopLatencyUs = 2.0;
+// NET: the socket net over loopback TCP, 2 cores (BENCHMARKS.md, "The tuner over the
+// network"): an 8-byte AllReduce takes 32 to 37 us per hop (4 ranks: tree 127 us over 4
+// hops, ring 220 us over 6), and 2 ranks reach 1.6 to 1.9 GB/s busbw from 1 MiB; with these
+// the tree/ring crossover at 4 ranks falls between 32 and 64 KiB, where it was measured
+// (the two are within 5 % at 64 KiB). A real network differs per hop and per byte; IB is
+// not calibrated.
+constexpr double kNetBusBwGBs = 1.6;
+constexpr double kNetHopLatencyUs = 35.0;
 
 PeerInfo localPeerInfo(const ncclComm* comm) {
   PeerInfo info{};
@@ -139,9 +147,24 @@ uint64_t commHashOf(const ncclUniqueId& id) {
   return hash;
 }
 
+// Whether any rank's ring or tree connection goes through the network (NET): then a hop
+// of the tuning model is a network hop. All-gathered, so every rank prices calls alike
+// (each knows only its own connections, and the receiver of each chose its transport).
+ncclResult_t anyLinkOverNetwork(ncclComm* comm, bool* out) {
+  std::vector<int> overNetwork(comm->nranks, 0);
+  for (Channel& ch : comm->channels) {
+    for (auto* side : {&ch.send, &ch.recv})
+      for (const Connection& c : *side)
+        if (c.connected() && c.transport->id() == TransportId::Net) overNetwork[comm->rank] = 1;
+  }
+  CHORUS_CHECK(comm->bootstrap->allGather(overNetwork.data(), sizeof(int)));
+  *out = std::find(overNetwork.begin(), overNetwork.end(), 1) != overNetwork.end();
+  return ncclSuccess;
+}
+
 // What the tuning model needs, from information every rank shares (so every rank
 // makes the same choice for the same call).
-TuneTopology tuneTopology(const ncclComm* comm) {
+TuneTopology tuneTopology(const ncclComm* comm, bool overNetwork) {
   TuneTopology topo;
   topo.nranks = comm->nranks;
   std::set<uint64_t> processes;
@@ -151,8 +174,8 @@ TuneTopology tuneTopology(const ncclComm* comm) {
   // Both transports are memory copies; across processes a hand-off crosses cores (cache
   // line transfers), within one process the ranks take turns on one thread.
   const bool crossProcess = processes.size() > 1;
-  topo.busBwGBs = crossProcess ? kShmBusBwGBs : kP2pBusBwGBs;
-  topo.hopLatencyUs = crossProcess ? kShmHopLatencyUs : kP2pHopLatencyUs;
+  topo.busBwGBs = overNetwork ? kNetBusBwGBs : crossProcess ? kShmBusBwGBs : kP2pBusBwGBs;
+  topo.hopLatencyUs = overNetwork ? kNetHopLatencyUs : crossProcess ? kShmHopLatencyUs : kP2pHopLatencyUs;
   return topo;
 }
 
@@ -227,7 +250,10 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->rmaSend.resize(comm->nranks);
   comm->rmaRecv.resize(comm->nranks);
   CHORUS_CHECK(awaitConnections(comm));
-  comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm)));
+  // Also the end of set-up's last exchange: every rank is connected once it returns.
+  bool overNetwork = false;
+  CHORUS_CHECK(anyLinkOverNetwork(comm, &overNetwork));
+  comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm, overNetwork)));
   attachTunerPlugin(comm, ids);
   comm->refreshView();
   comm->localRanks = localRanks;
@@ -236,7 +262,6 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   armReportSignal();
   comm->sendSeq.assign(comm->nranks, 0);
   comm->recvSeq.assign(comm->nranks, 0);
-  CHORUS_CHECK(comm->bootstrap->barrier());
 
   if (comm->deterministic)
     INFO(kSubsysInit | kSubsysTuning,

@@ -28,6 +28,7 @@
 #include "harness/collective_case.h"
 #include "harness/collective_matrix.h"
 #include "harness/datatypes.h"
+#include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "nccl.h"
@@ -120,8 +121,7 @@ TEST_P(CollectiveMatrixTest, MatchesHostReference) {
       break;
     case Driver::kNetProcesses: {
       ScopedEnv env;  // set before the fork: the children inherit it
-      env.set("NCCL_P2P_DISABLE", "1");
-      env.set("NCCL_SHM_DISABLE", "1");
+      forceLink(env, Link::kNet);
       result = runSliceOnRanks(LaunchMode::kProcesses, slice.nranks, cases);
       break;
     }

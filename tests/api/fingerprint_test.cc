@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/links.h"
 #include "harness/protocol_settings.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
@@ -27,10 +28,8 @@
 namespace chorus_test {
 namespace {
 
-enum class Link { kP2p, kShm, kNet };
 enum class Mismatch { kOp, kType, kKind, kCount, kBroadcastRoot, kReduceRoot, kSendRecvBytes };
 
-const char* linkName(Link l) { return l == Link::kP2p ? "P2p" : l == Link::kShm ? "Shm" : "Net"; }
 const char* mismatchName(Mismatch m) {
   static const char* const kNames[] = {"Op", "Type", "Kind", "Count", "BroadcastRoot", "ReduceRoot", "SendRecvBytes"};
   return kNames[static_cast<int>(m)];
@@ -87,13 +86,10 @@ TEST_P(FingerprintTest, MismatchFailsAndPoisonsTheCommunicator) {
   ScopedEnv env;
   env.set("NCCL_PROTO", protoName(c.proto));
   env.set("CHORUS_TIMEOUT", "3");  // a receive that nothing can unblock ends soon (NET)
-  if (c.link == Link::kNet) {
-    env.set("NCCL_P2P_DISABLE", "1");
-    env.set("NCCL_SHM_DISABLE", "1");
-  }
+  forceLink(env, c.link);
   TuningLogCapture log(env, "INIT");
   const size_t elems = c.bytes / sizeof(float);
-  const LaunchMode mode = c.link == Link::kP2p ? LaunchMode::kThreads : LaunchMode::kProcesses;
+  const LaunchMode mode = launchModeOf(c.link);
   LaunchResult result = runRanksWithId(
       mode, 2,
       [&](int rank, int nranks, const ncclUniqueId& id) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "harness/socket_count.h"
@@ -45,8 +46,7 @@ int runAndCount(int configTrafficClass, int trafficClass, const char* netName = 
 
 TEST(TrafficClass, ConfigTrafficClassMarksTheCommunicatorsNetworkSockets) {
   ScopedEnv env;
-  env.set("NCCL_P2P_DISABLE", "1");  // ranks of one process talk over the network
-  env.set("NCCL_SHM_DISABLE", "1");
+  forceLink(env, Link::kNet);  // ranks of one process talk over the network
   env.set("NCCL_NET", "Socket");
   constexpr int kClass = 0x28;  // DSCP AF11
   ASSERT_EQ(socketsWithTrafficClass(kClass), 0);
@@ -69,8 +69,7 @@ TEST(TrafficClass, OutOfRangeIsRefused) {
 // this process has not got fails its init with a WARN naming it.
 TEST(NetName, PicksTheCommunicatorsNet) {
   ScopedEnv env;
-  env.set("NCCL_P2P_DISABLE", "1");
-  env.set("NCCL_SHM_DISABLE", "1");
+  forceLink(env, Link::kNet);
   EXPECT_GE(runAndCount(0x20, 0x20, "socket"), 2) << "over the socket net, named in lower case";
   std::vector<ncclComm_t> comms(2, nullptr);
   ncclUniqueId id;

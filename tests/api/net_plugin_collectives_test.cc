@@ -11,6 +11,7 @@
 #include "harness/collective_case.h"
 #include "harness/collective_matrix.h"
 #include "harness/failure_log.h"
+#include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "harness/send_recv_case.h"
@@ -30,8 +31,7 @@ class NetPluginCollectivesTest : public testing::TestWithParam<PluginCase> {};
 TEST_P(NetPluginCollectivesTest, CollectivesMatchTheReferenceThroughThePlugin) {
   ScopedEnv env;
   env.set("NCCL_NET_PLUGIN", std::string(CHORUS_TEST_NET_PLUGIN_DIR) + "/" + GetParam().library);
-  env.set("NCCL_P2P_DISABLE", "1");
-  env.set("NCCL_SHM_DISABLE", "1");
+  forceLink(env, Link::kNet);
   env.set("CHORUS_TEST_MAX_COUNT", "1023");
   TuningLogCapture log(env, "INIT,NET");
   EXPECT_RANKS_OK(runRanks(LaunchMode::kProcesses, 3, [](const RankContext& context) {

@@ -33,6 +33,7 @@
 
 #include "harness/collective_case.h"
 #include "harness/datatypes.h"
+#include "harness/links.h"
 #include "harness/protocol_settings.h"
 #include "harness/rank_launcher.h"
 #include "harness/send_recv_case.h"
@@ -301,8 +302,7 @@ TEST_P(ProtocolTest, EveryBoundaryMatchesReference) {
   env.set("NCCL_ALGO", algoName(slice.algo));
   env.set("NCCL_PROTO", protoName(slice.proto));
   if (slice.net) {
-    env.set("NCCL_P2P_DISABLE", "1");
-    env.set("NCCL_SHM_DISABLE", "1");
+    forceLink(env, Link::kNet);
     // NET connections keep 2 slots unless told otherwise: let the edge settings reach them.
     env.set("CHORUS_NET_STEPS", std::to_string(fifo.steps));
   }

@@ -12,6 +12,7 @@
 
 #include "core/debug.h"
 #include "core/env.h"
+#include "core/futex.h"
 #include "core/thread_name.h"
 
 namespace chorus {
@@ -102,7 +103,7 @@ void Proxy::loop(long sleepMaxUs) {
     if (now - idleSince < kSleepAfter) {
       sched_yield();
     } else if (sleepMaxUs == 0 || !sleep(sleepMaxUs)) {
-      timespec nap{0, 50 * 1000};
+      const timespec nap = timespecOfUs(50);
       nanosleep(&nap, nullptr);
     }
   }
@@ -112,9 +113,6 @@ bool Proxy::sleep(long us) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stop_) return true;
-    waitFds_.clear();
-    for (ProxyConnection* conn : conns_)
-      if (!conn->waitSet(&waitFds_)) return false;
     // Announced first, then the last look: an executor's publish before the announcement
     // shows in this progress(), one after it rings the doorbell (CpuExec::wakeSleepers).
     for (ProxyConnection* conn : conns_) conn->announceSleep(static_cast<uint32_t>(doorbell_) + 1);
@@ -124,15 +122,15 @@ bool Proxy::sleep(long us) {
     // What to wait for is taken after the last look, which may have changed it (a message's
     // header arrived: now its data is awaited).
     waitFds_.assign(1, pollfd{doorbell_, POLLIN, 0});
-    bool canSleep = !moved;
-    for (ProxyConnection* conn : conns_) canSleep = canSleep && conn->waitSet(&waitFds_);
-    if (!canSleep) {
+    bool waitable = true;
+    for (ProxyConnection* conn : conns_) waitable = waitable && conn->waitSet(&waitFds_);
+    if (moved || !waitable) {
       for (ProxyConnection* conn : conns_) conn->announceSleep(0);
-      return true;  // something moved, or will soon: back to work
+      return moved || waitable;  // back to work (something moved, or will soon); false: nothing to sleep on, nap
     }
   }
   // Unlocked: add() and remove() ring the doorbell, so a sleep never delays them.
-  timespec limit{us / 1000000, (us % 1000000) * 1000};
+  const timespec limit = timespecOfUs(us);
   ppoll(waitFds_.data(), waitFds_.size(), &limit, nullptr);
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   eventfd_t rings = 0;

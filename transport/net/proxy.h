@@ -51,8 +51,8 @@ class Proxy {
  private:
   Proxy() = default;
   void loop(long sleepMaxUs);
-  // Sleeps until a connection can move, the doorbell rings, or `us` passed; false at
-  // once when a connection cannot say what it waits for.
+  // Sleeps until a connection can move, the doorbell rings, or `us` passed; false without
+  // sleeping when a connection cannot say what it waits for (the caller naps instead).
   bool sleep(long us);
   void ring();  // lifecycle_ held
 
