@@ -46,14 +46,13 @@ CHORUS_HD_OUTLINE void runItem(Exec& exec, const CommView& comm, const WorkItem&
       break;
   }
   const ChannelView& ch = comm.channels[w.channel];
-  const bool reduces = w.kind == WorkKind::AllReduce || w.kind == WorkKind::Reduce || w.kind == WorkKind::ReduceScatter;
-  if (comm.ordered && reduces &&
-      needsOrderedProgram(comm.nranks, w.op.kind)) {  // deterministic mode: one order of ranks (ordered_algorithms.h)
+  if (runsOrdered(comm.ordered, w.kind, comm.nranks, w.op.kind)) {  // deterministic mode (ordered_algorithms.h)
     P prims(exec, PeerSet(ch.ringRecv), PeerSet(ch.ringSend), op, w.stamp);
-    const int slots = comm.nranks == 1                            ? 1
-                      : ch.ringSend->nSlots < ch.ringRecv->nSlots ? ch.ringSend->nSlots
-                                                                  : ch.ringRecv->nSlots;
-    orderedCollective(prims, w.kind, ch.ringRanks, comm.nranks, send, recv, w.blockCount, w.root, w.range, slots - 1);
+    // A communicator of one rank has no ring ends (orderedCollective only copies).
+    const int lag = comm.nranks == 1
+                        ? 0
+                        : (ch.ringSend->nSlots < ch.ringRecv->nSlots ? ch.ringSend->nSlots : ch.ringRecv->nSlots) - 1;
+    orderedCollective(prims, w.kind, ch.ringRanks, comm.nranks, send, recv, w.blockCount, w.root, w.range, lag);
     return;
   }
   if (w.kind == WorkKind::AllReduce && w.algo == Algorithm::Tree) {

@@ -31,6 +31,11 @@ struct ChannelRange {
 enum class WorkKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, Recv, LocalCopy };
 static_assert(static_cast<uint8_t>(WorkKind::Send) == kStampSend && static_cast<uint8_t>(WorkKind::Recv) == kStampRecv);
 
+// The kinds that combine the ranks' values with an op; the others move bytes.
+CHORUS_HD constexpr bool combinesValues(WorkKind kind) {
+  return kind == WorkKind::AllReduce || kind == WorkKind::ReduceScatter || kind == WorkKind::Reduce;
+}
+
 // A reduction op resolved for one call: built-in ops map to these kinds, ncclAvg to
 // PreMulSum(1/n) for floating types and SumPostDiv(n) for integers (as NCCL does).
 struct RedOpArgs {

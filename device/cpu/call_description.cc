@@ -45,9 +45,8 @@ std::string describeCall(const CallStamp& call) {
     return text;
   }
   const char* algo = algorithmName(static_cast<Algorithm>(call.algoProto >> 4));
-  const bool reduces = kind == WorkKind::AllReduce || kind == WorkKind::ReduceScatter || kind == WorkKind::Reduce;
   char op[48] = "";
-  if (reduces) snprintf(op, sizeof(op), "%s, ", redOpName(call.redOp));
+  if (combinesValues(kind)) snprintf(op, sizeof(op), "%s, ", redOpName(call.redOp));
   char root[32] = "";
   if (call.root >= 0) snprintf(root, sizeof(root), ", root %d", call.root);
   snprintf(text, sizeof(text), "%s(%s%s, %llu%s; %s/%s) #%llu", kindName(call.kind), op,

@@ -32,10 +32,6 @@ uint64_t encodeScalar(ncclDataType_t dtype, double value) {
   return bits;
 }
 
-bool reduces(WorkKind kind) {
-  return kind == WorkKind::AllReduce || kind == WorkKind::ReduceScatter || kind == WorkKind::Reduce;
-}
-
 // Appends the item in place: building it on the stack and copying it made GCC store it
 // in pieces and reload it whole, a store-forwarding stall that cost a fifth of a small call.
 void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice how, int channel, ChannelRange range,
@@ -71,7 +67,7 @@ CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneCh
   }
   s.count = op.count;
   s.dtype = static_cast<uint8_t>(op.dtype);
-  s.redOp = reduces(op.kind) ? static_cast<uint8_t>(red.kind) : 0;
+  s.redOp = combinesValues(op.kind) ? static_cast<uint8_t>(red.kind) : 0;
   s.root = op.kind == WorkKind::Broadcast || op.kind == WorkKind::Reduce ? op.root : -1;
   s.seq = ++comm->collSeq;
   comm->flight.started(s, -1);
@@ -174,13 +170,12 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
 
   for (const CollOp& op : ops) {
     RedOpArgs red;
-    if (reduces(op.kind)) {
+    if (combinesValues(op.kind)) {
       CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
     }
     TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op), op.tuning);
     // Deterministic mode's ordered programs run on the ring (device/common/ordered_algorithms.h).
-    if (comm->deterministic && reduces(op.kind) && needsOrderedProgram(comm->nranks, red.kind))
-      how.algo = Algorithm::Ring;
+    if (runsOrdered(comm->deterministic, op.kind, comm->nranks, red.kind)) how.algo = Algorithm::Ring;
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
       if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, 1};
       if (op.root == comm->rank) {
