@@ -14,9 +14,10 @@
 // Recv of the same sequence number and bytes; a collective matches only itself. So no
 // extra message or round trip is needed, and a mismatch shows at the first step.
 // Steps that never come, or slots never freed (a root or count mismatch that leaves a
-// receiver or a sender waiting), are caught on direct FIFOs through the calls each end
-// announces (StepFifoControl::sender and ::receiver), which a long wait compares with its
-// own (callConflict).
+// receiver or a sender waiting), are caught through the calls each end announces
+// (StepFifoControl::sender and ::receiver), which a long wait compares with its own
+// (callConflict): on direct FIFOs in shared memory, on proxied ones as the proxies relay
+// them (transport/net/net_connection.h; over nets with notes only).
 #pragma once
 
 #include <cstddef>

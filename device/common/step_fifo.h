@@ -80,8 +80,10 @@ struct StepFifoControl {
   // (an eventfd) + 1, which the CPU executor's publishes ring; otherwise 0.
   uint32_t proxyAsleep;
   alignas(kCacheLine) StampSlot stamps[kMaxSteps];  // direct FIFOs: what each step belongs to
-  alignas(kCacheLine) PeerCall sender;              // direct FIFOs: the call the sender is in
-  alignas(kCacheLine) PeerCall receiver;            // direct FIFOs: the call the receiver is in
+  // The call each end is in (call_stamp.h). Proxied FIFOs: each end writes its own into its
+  // rank's FIFO, and the proxies relay it into the other rank's (net_connection.h).
+  alignas(kCacheLine) PeerCall sender;
+  alignas(kCacheLine) PeerCall receiver;
 };
 
 // Marks a connection broken for `cause` (host side), unless it already is: the first cause stays.

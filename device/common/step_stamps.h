@@ -54,13 +54,14 @@ template <typename Exec>
 CHORUS_HD void announce(FifoEnd& e, const CallStamp& call, bool sending, uint64_t endStep) {
   e.call = call;
   e.sending = sending;
-  if (!e.proxied && call.seq != 0) writePeerCall<Exec>(sending ? &e.ctrl->sender : &e.ctrl->receiver, call, endStep);
+  // On a proxied FIFO the record stays in this rank's memory; the proxy relays it (net_connection.h).
+  if (call.seq != 0) writePeerCall<Exec>(sending ? &e.ctrl->sender : &e.ctrl->receiver, call, endStep);
 }
 
 }  // namespace stamp_detail
 
 // A primitives object's start and end of a work item (thread 0): each of its ends learns
-// the call it serves and announces it to the other end (direct FIFOs), then that it is done.
+// the call it serves and announces it to the other end, then that it is done.
 template <typename Exec>
 CHORUS_HD void enterCall(const PeerSet& recv, const PeerSet& send, const CallStamp& call) {
   for (int i = 0; i < recv.count; ++i) stamp_detail::announce<Exec>(*recv.ends[i], call, false, 0);
@@ -132,28 +133,34 @@ CHORUS_HD bool checkStepStamp(Exec& exec, const FifoEnd& r, Protocol p, int64_t 
   return true;
 }
 
-// For a long wait on end `e` of a direct FIFO: true when the other end has gone past this
-// rank's call without doing what the wait needs, so it would never end. `theirs` is that
-// end's call. Waiting for a step, the sender: sent the step stamped for another call (one
-// whose protocol publishes it differently), finished the same call without sending it, or
-// is in another call whose number is not below this one's without having sent it. Waiting for a free slot, the
-// receiver: finished the same call (it will consume nothing more of it), or is in another call whose number is not
-// below this one's. The other end not yet at this call is merely slow: false. The record is read before the counter or
-// stamp the wait is for: an end stamps and publishes before it announces that it moved on, so what the record says was
-// already done.
+// For a long wait on end `e`: true when the other end has gone past this rank's call
+// without doing what the wait needs, so it would never end. `theirs` is that end's call.
+// Waiting for a step, the sender: sent the step stamped for another call (one whose
+// protocol publishes it differently), finished the same call without sending it, or is in
+// another call whose number is not below this one's without having sent it. Waiting for a
+// free slot, the receiver: finished the same call (it will consume nothing more of it), or
+// is in another call whose number is not below this one's. The other end not yet at this
+// call is merely slow: false. The record is read before the counter or stamp the wait is
+// for: an end stamps and publishes before it announces that it moved on, so what the
+// record says was already done. On a proxied FIFO the record is the one the proxies
+// relayed (net_connection.h), which keeps that order for the sender's; a slot there is
+// freed by the local proxy's send, not by the receiver, so a receiver done with the same
+// call proves nothing, and a step that arrived is checked when it is read.
 template <typename Exec>
 CHORUS_HD bool callConflict(const FifoEnd& e, CallStamp* theirs) {
   const CallStamp& mine = e.call;
-  if (e.proxied || mine.seq == 0) return false;
+  if (mine.seq == 0) return false;
   PeerCall at;
   const bool announced = stamp_detail::readPeerCall<Exec>(e.sending ? &e.ctrl->receiver : &e.ctrl->sender, &at);
   if (e.sending) {
     if (!announced) return false;
     if (e.step - Exec::loadAcquire(&e.ctrl->head) < static_cast<uint64_t>(e.nSlots)) return false;  // a slot is free
     *theirs = at.call;
-    return stampsMatch(mine, at.call) ? at.endStep != 0 : at.call.seq >= mine.seq;
+    if (stampsMatch(mine, at.call)) return !e.proxied && at.endStep != 0;
+    return at.call.seq >= mine.seq;
   }
   if (static_cast<int64_t>(Exec::loadAcquire(&e.ctrl->tail) - e.step) > 0) {
+    if (e.proxied) return false;
     // The step was sent (every protocol publishes tail). A Simple step says whose it is; one
     // of another call would leave an LL or LL128 receiver waiting for lines: a conflict.
     const StepStamp* slot = stamp_detail::stampSlotOf(e);

@@ -40,10 +40,11 @@ std::string describeWait(const FifoEnd& end) {
              static_cast<unsigned long long>(end.step), end.peer);
   }
   std::string out = text;
-  if (end.proxied) return out + " (over the network: where that rank is, its own report says)";
   PeerCall at;
   const PeerCall* record = end.sending ? &end.ctrl->receiver : &end.ctrl->sender;
   if (!stamp_detail::readPeerCall<CpuExec>(record, &at)) {
+    // Over the network the peer's record comes relayed, once it has stood still a moment.
+    if (end.proxied) return out + " (over the network: where that rank is, its own report says)";
     snprintf(text, sizeof(text), "; rank %d has not called anything on this connection yet", end.peer);
     return out + text;
   }

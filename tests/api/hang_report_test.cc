@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "harness/tuning_log.h"
@@ -55,23 +56,29 @@ RankOutcome silentAfterThree(int rank, int nranks, const ncclUniqueId& id) {
   return r == ncclRemoteError ? RankOutcome::pass() : RankOutcome::fail("the 4th call returned " + resultName(r));
 }
 
+// Over shared memory the peer's state is read from the connection; over the network from
+// what the proxies relay (transport/net/net_connection.h): the WARN says the same on both.
 TEST(HangReport, TimeoutNamesThePeerAndWhereItIsAndListsTheLastCalls) {
-  ScopedEnv env;
-  env.set("CHORUS_TIMEOUT", "2");
-  env.set("NCCL_PROTO", "Simple");
-  TuningLogCapture log(env, "INIT");
-  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kProcesses, 2, silentAfterThree, std::chrono::seconds(60)));
-  const std::vector<std::string> lines = log.lines();
-  // The WARN alone tells the story: rank 1 finished #3 and never called #4.
-  EXPECT_TRUE(anyLineHas(
-      lines, {"WARN", "timed out", "AllReduce(sum, float32, 4096; Ring/Simple) #4", "peer rank 1",
-              "rank 1 is at AllReduce(sum, float32, 4096; Ring/Simple) #3 (finished)", "it has not reached #4"}))
-      << joined(lines);
-  EXPECT_TRUE(anyLineHas(lines, {"Hang report of rank 0 of 2", "a call timed out"})) << joined(lines);
-  EXPECT_TRUE(anyLineHas(lines, {"last 4 calls, oldest first"})) << joined(lines);
-  EXPECT_TRUE(anyLineHas(lines, {"AllReduce(sum, float32, 4096; Ring/Simple) #3", "done after"})) << joined(lines);
-  EXPECT_TRUE(anyLineHas(lines, {"AllReduce(sum, float32, 4096; Ring/Simple) #4", "running for"})) << joined(lines);
-  EXPECT_TRUE(anyLineHas(lines, {"End of the hang report of rank 0"})) << joined(lines);
+  for (Link link : {Link::kShm, Link::kNet}) {
+    SCOPED_TRACE(linkName(link));
+    ScopedEnv env;
+    env.set("CHORUS_TIMEOUT", "2");
+    env.set("NCCL_PROTO", "Simple");
+    forceLink(env, link);
+    TuningLogCapture log(env, "INIT");
+    EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kProcesses, 2, silentAfterThree, std::chrono::seconds(60)));
+    const std::vector<std::string> lines = log.lines();
+    // The WARN alone tells the story: rank 1 finished #3 and never called #4.
+    EXPECT_TRUE(anyLineHas(
+        lines, {"WARN", "timed out", "AllReduce(sum, float32, 4096; Ring/Simple) #4", "peer rank 1",
+                "rank 1 is at AllReduce(sum, float32, 4096; Ring/Simple) #3 (finished)", "it has not reached #4"}))
+        << joined(lines);
+    EXPECT_TRUE(anyLineHas(lines, {"Hang report of rank 0 of 2", "a call timed out"})) << joined(lines);
+    EXPECT_TRUE(anyLineHas(lines, {"last 4 calls, oldest first"})) << joined(lines);
+    EXPECT_TRUE(anyLineHas(lines, {"AllReduce(sum, float32, 4096; Ring/Simple) #3", "done after"})) << joined(lines);
+    EXPECT_TRUE(anyLineHas(lines, {"AllReduce(sum, float32, 4096; Ring/Simple) #4", "running for"})) << joined(lines);
+    EXPECT_TRUE(anyLineHas(lines, {"End of the hang report of rank 0"})) << joined(lines);
+  }
 }
 
 TEST(HangReport, AbortOfAStuckCallWritesTheReport) {

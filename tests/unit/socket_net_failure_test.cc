@@ -191,6 +191,9 @@ TEST_F(SocketNetTest, ForgedPeerWithBadHeaderFailsItsReceiveOnly) {
       {"bad magic", {0xdeadbeef, 0, 16}, sizeof(wire::Header), 0},
       {"truncated header", {wire::kHeaderMagic, 0, 16}, 7, 0},
       {"truncated inline payload", {wire::kHeaderMagic, 0, 16}, sizeof(wire::Header), 5},
+      {"note of a huge length", {wire::kNoteMagic, 0, uint64_t(1) << 40}, sizeof(wire::Header), 0},
+      {"note shorter than a note", {wire::kNoteMagic, 0, 8}, sizeof(wire::Header), 8},
+      {"truncated note", {wire::kNoteMagic, 0, kNetNoteBytes}, sizeof(wire::Header), 5},
   };
   static_assert(wire::travelsInline(16));
   uint64_t connectionId = 0x5eed;

@@ -87,6 +87,70 @@ TEST_F(SocketNetTest, OutstandingRequestsCompleteInPostingOrder) {
   }
 }
 
+// Notes (Net::sendNote): the sender's travels behind the messages posted before it and
+// says how many there were; the receiver's travels back; the newest wins; messages around
+// them arrive intact.
+TEST_F(SocketNetTest, NotesTravelBothWaysBehindTheMessagesPostedBeforeThem) {
+  SocketNet net;
+  ASSERT_EQ(net.init(), ncclSuccess);
+  ASSERT_TRUE(net.supportsNotes());
+  Connection c;
+  ASSERT_NO_FATAL_FAILURE(connectPair(net, &c));
+  auto note = [](char fill) { return std::vector<char>(kNetNoteBytes, fill); };
+  const std::vector<size_t> sizes = {1 << 20, 7, 300000, 12};  // large ones go on the data socket
+  std::vector<std::vector<char>> out, in;
+  std::vector<NetRequest*> requests;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i == 3) {
+      ASSERT_EQ(net.sendNote(c.send, note('A').data()), ncclSuccess);  // behind three messages
+    }
+    out.push_back(pattern(sizes[i], static_cast<uint32_t>(7 + i)));
+    NetRequest* request = nullptr;
+    ASSERT_EQ(net.isend(c.send, out.back().data(), static_cast<int>(sizes[i]), 0, nullptr, &request), ncclSuccess);
+    requests.push_back(request);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    in.emplace_back(1 << 20, 'Z');
+    void* data = in.back().data();
+    int size = 1 << 20;
+    NetRequest* request = nullptr;
+    ASSERT_EQ(net.irecv(c.recv, 1, &data, &size, nullptr, nullptr, &request), ncclSuccess);
+    requests.push_back(request);
+  }
+  std::vector<int> done;
+  ASSERT_NO_FATAL_FAILURE(waitAll(net, requests, &done));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(done[sizes.size() + i], static_cast<int>(sizes[i])) << "message " << i;
+    EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), in[i].begin())) << "message " << i;
+  }
+  std::vector<char> got(kNetNoteBytes);
+  uint64_t after = 99;
+  bool fresh = false;
+  ASSERT_EQ(net.takeNote(c.recv, got.data(), &after, &fresh), ncclSuccess);
+  ASSERT_TRUE(fresh) << "the sender's note did not arrive with the messages";
+  EXPECT_EQ(got, note('A'));
+  EXPECT_EQ(after, 3u) << "the note was sent behind three messages";
+  ASSERT_EQ(net.takeNote(c.recv, got.data(), &after, &fresh), ncclSuccess);
+  EXPECT_FALSE(fresh) << "a note is taken once";
+
+  // Back from the receiver: two notes, the newest is what the sender ends up with.
+  ASSERT_EQ(net.sendNote(c.recv, note('B').data()), ncclSuccess);
+  ASSERT_EQ(net.sendNote(c.recv, note('C').data()), ncclSuccess);
+  std::vector<char> last;
+  for (auto deadline = Clock::now() + std::chrono::seconds(5); last != note('C') && Clock::now() < deadline;) {
+    ASSERT_EQ(net.takeNote(c.send, got.data(), &after, &fresh), ncclSuccess);
+    if (fresh) {
+      last = got;
+      EXPECT_EQ(after, 0u);
+    }
+  }
+  EXPECT_EQ(last, note('C')) << "the receiver's newest note did not reach the sender within 5 s";
+  ASSERT_NO_FATAL_FAILURE(transfer(net, c, 100000, 100000, 21));  // the stream is intact after notes both ways
+  EXPECT_EQ(net.closeSend(c.send), ncclSuccess);
+  EXPECT_EQ(net.closeRecv(c.recv), ncclSuccess);
+  EXPECT_EQ(net.closeListen(c.listen), ncclSuccess);
+}
+
 TEST_F(SocketNetTest, FullRequestPoolGivesNullRequestUntilOneIsDone) {
   SocketNet net;
   ASSERT_EQ(net.init(), ncclSuccess);

@@ -29,6 +29,8 @@ namespace chorus {
 
 // NCCL_NET_HANDLE_MAXSIZE: the listen handle the receiver sends to the sender.
 inline constexpr size_t kNetHandleSize = 128;
+// A note's size (see Net::sendNote): a PeerCall.
+inline constexpr size_t kNetNoteBytes = 40;
 
 // NCCL_PTR_*: what memory a net can send from and receive into.
 inline constexpr int kNetPtrHost = 0x1;
@@ -100,6 +102,21 @@ class Net {
   // requests. False when the net cannot say (no sockets, or threads of its own moving
   // the data): the proxy then polls it with test().
   virtual bool waitSet(void* /*comm*/, std::vector<pollfd>* /*fds*/) { return false; }
+
+  // Notes (optional; supportsNotes() says): a record of kNetNoteBytes that either end of
+  // a connection sends the other outside the stream of messages, the newest winning. The
+  // proxy relays with them where each end of a FIFO is (step_stamps.h, PeerCall), so a
+  // long wait can tell a mismatched call over the network too. sendNote queues `note`
+  // (replacing one not yet on its way) and moves what it can; a send comm's note goes
+  // behind the messages posted before it. takeNote moves notes both ways without
+  // blocking and returns the newest one not yet taken, with `*after`: how many messages
+  // the sender had posted before it (0 on a send comm, whose peer posts none).
+  virtual bool supportsNotes() const { return false; }
+  virtual ncclResult_t sendNote(void* /*comm*/, const void* /*note*/) { return ncclInternalError; }
+  virtual ncclResult_t takeNote(void* /*comm*/, void* /*note*/, uint64_t* /*after*/, bool* got) {
+    *got = false;
+    return ncclSuccess;
+  }
 
   // Close and free a comm; its outstanding requests die with it.
   virtual ncclResult_t closeSend(NetSendComm* comm) = 0;

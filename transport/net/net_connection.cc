@@ -8,6 +8,7 @@
 
 #include "core/debug.h"
 #include "core/futex.h"
+#include "device/common/step_stamps.h"
 
 namespace chorus {
 namespace {
@@ -16,7 +17,25 @@ constexpr int kTag = 0;                    // one stream of steps per comm: tags
 constexpr double kConnectTimeoutSec = 30;  // for awaitReady: a peer that never connects
 constexpr double kDrainTimeoutSec = 10;    // for the destructor: a peer that stopped receiving
 
+// How long an end's record must stay the same before it is relayed: past a call's usual
+// length, so that connections in use send no notes, and far below the second a stuck
+// wait takes to look at it.
+constexpr auto kRelayAfter = std::chrono::milliseconds(20);
+// How often a sender looks for its receiver's notes (a recv() each time).
+constexpr auto kTakeEvery = std::chrono::milliseconds(5);
+
 uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
+// The memory order the records' seqlock needs (step_stamps.h), on the host.
+struct HostOrder {
+  static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+  static uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+  static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+  static void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  static void fenceAcquire() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+  static void fenceRelease() { __atomic_thread_fence(__ATOMIC_RELEASE); }
+};
+static_assert(sizeof(PeerCall) == kNetNoteBytes, "a record travels as one note");
 
 }  // namespace
 
@@ -102,7 +121,11 @@ bool NetConnection::progress() {
         state_.store(State::Failed);
         return true;
       }
-      return sending_ ? progressSend() : progressRecv();
+      {
+        const bool moved = sending_ ? progressSend() : progressRecv();
+        if (notes_ && state_.load(std::memory_order_relaxed) == State::Ready) relayCalls();
+        return moved;
+      }
     case State::Failed:
       return false;
   }
@@ -127,6 +150,7 @@ bool NetConnection::progressConnect() {
   if (r != ncclSuccess) return fail("regMr()", r), true;
   INFO(kSubsysNet | kSubsysInit, "NET/%s : connection %s rank %d established (device %d)", net_.name(),
        sending_ ? "to" : "from", peer_, dev_);
+  notes_ = net_.supportsNotes();
   state_.store(State::Ready, std::memory_order_release);
   return true;
 }
@@ -181,6 +205,39 @@ bool NetConnection::progressRecv() {
     moved = true;
   }
   return moved;
+}
+
+void NetConnection::relayCalls() {
+  // The peer's record: a receiver's goes straight in; a sender's waits for its steps.
+  if (holding_ && done_ >= heldAfter_) {
+    stamp_detail::writePeerCall<HostOrder>(peerRecord(), held_.call, held_.endStep);
+    holding_ = false;
+  }
+  void* comm = sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_);
+  const uint64_t generation = HostOrder::loadAcquire(&ownRecord()->generation);
+  const bool pending = generation != sentGeneration_;
+  const auto now = pending || sending_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  // A receiver's notes come in with its messages, so taking one costs no syscall; a sender
+  // reads its receiver's from the socket, every kTakeEvery.
+  if (!holding_ && (!sending_ || now >= nextTake_)) {
+    nextTake_ = now + kTakeEvery;
+    bool got = false;
+    if (net_.takeNote(comm, &held_, &heldAfter_, &got) != ncclSuccess) return;  // the data path reports it
+    holding_ = got;
+  }
+  if (!pending) return;
+  if (generation != seenGeneration_) {
+    seenGeneration_ = generation;
+    seenAt_ = now;
+  }
+  if (now - seenAt_ < kRelayAfter) return;
+  PeerCall own;
+  if (!stamp_detail::readPeerCall<HostOrder>(ownRecord(), &own)) return;  // being rewritten: next time
+  // A sender's record follows every step published before it (its executor publishes, then
+  // announces): those must be handed to the net first, so the note travels behind them.
+  if (sending_ && posted_ < loadAcquire(&ctrl_->tail)) return;
+  if (net_.sendNote(comm, &own) != ncclSuccess) return;
+  sentGeneration_ = own.generation;
 }
 
 void NetConnection::publish(uint64_t* counter, uint64_t value) {

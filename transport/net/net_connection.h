@@ -10,9 +10,16 @@
 // then sees its connection fail, sets `broken` there, and the peer's executor gives up.
 // The proxy's publishes wake an executor asleep on the counter (core/futex.h); the
 // executor's ring the proxy while it sleeps on what waitSet() names (proxy.h).
+// Where each end is (StepFifoControl::sender and ::receiver, step_stamps.h) the executors
+// write into their own FIFO; the proxies relay it over the net's notes (Net::sendNote),
+// so that a long wait compares the calls of both ends as on a direct FIFO. A record goes
+// out once it has stayed the same for kRelayAfter (a busy connection sends no notes), and
+// the sender's is applied at the receiver only once the steps sent before it are in: a
+// record never says that the sender moved on while its steps could still arrive.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "transport/net/net.h"
@@ -61,6 +68,10 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   void drainSends();
   // Publishes head or tail to the executor and wakes it if it sleeps on it.
   void publish(uint64_t* counter, uint64_t value);
+  // Relays this end's record to the peer and applies the peer's (see the header comment).
+  void relayCalls();
+  PeerCall* ownRecord() const { return sending_ ? &ctrl_->sender : &ctrl_->receiver; }
+  PeerCall* peerRecord() const { return sending_ ? &ctrl_->receiver : &ctrl_->sender; }
   char* slot(uint64_t step) const { return buffer_ + (step & (nSlots_ - 1)) * stride_; }
 
   Net& net_;
@@ -84,6 +95,17 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   uint64_t posted_ = 0;  // steps handed to the net
   uint64_t done_ = 0;    // steps the net has completed
   bool inProxy_ = false;
+  // Relaying records (relayCalls): the own record's generation last seen and since when,
+  // the last one sent, when to read the peer's notes next, and a sender's record held
+  // until the steps sent before it are in (`heldAfter_`).
+  bool notes_ = false;
+  uint64_t seenGeneration_ = 0;
+  uint64_t sentGeneration_ = 0;
+  std::chrono::steady_clock::time_point seenAt_{};
+  std::chrono::steady_clock::time_point nextTake_{};
+  PeerCall held_{};
+  uint64_t heldAfter_ = 0;
+  bool holding_ = false;
   std::atomic<State> state_{State::Connecting};
   std::atomic<bool> drivenByKernel_{false};
 };

@@ -1,6 +1,7 @@
 #include "transport/net/socket_comm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/debug.h"
@@ -150,6 +151,12 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
     char* header = reinterpret_cast<char*>(&header_);
     size_t n = 0;
     if (sending()) {
+      // A note due here goes before the next header, never inside one.
+      if (controlDone_ == 0 && noteOutPending_ && noteOutAfter_ <= controlSeq_.load(std::memory_order_relaxed)) {
+        bool sent = false;
+        CHORUS_CHECK(sendQueuedNote(&sent, moved));
+        if (!sent) return ncclSuccess;
+      }
       if (controlDone_ == 0) header_ = {kHeaderMagic, 0, request.size};
       const size_t payload = travelsInline(request.size) ? request.size : 0;
       const size_t payloadDone = controlDone_ > sizeof(Header) ? controlDone_ - sizeof(Header) : 0;
@@ -171,7 +178,14 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
         controlDone_ += n;
         *moved |= n > 0;
         if (controlDone_ < sizeof(Header)) return ncclSuccess;
-        CHORUS_CHECK(acceptHeader(request));  // request.size is the message's from here on
+        if (header_.magic != kNoteMagic) CHORUS_CHECK(acceptHeader(request));  // request.size is the message's
+      }
+      if (header_.magic == kNoteMagic) {  // a note between messages: it takes no request
+        bool complete = false;
+        CHORUS_CHECK(recvNoteBody(&complete, moved));
+        if (!complete) return ncclSuccess;
+        controlDone_ = 0;
+        continue;
       }
       if (travelsInline(request.size)) {
         const size_t payloadDone = controlDone_ - sizeof(Header);
@@ -187,6 +201,115 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
     // Release: a helper that sees the new count sees the request's data and size.
     controlSeq_.store(controlSeq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
+  return ncclSuccess;
+}
+
+ncclResult_t SocketComm::queueNote(const void* note) {
+  if (error_ != ncclSuccess) return error_;
+  if (noteOutDone_ > 0) {  // one is under way: this one follows it
+    memcpy(noteNext_, note, kNetNoteBytes);
+    noteNextPending_ = true;
+    return ncclSuccess;
+  }
+  noteOut_.header = {kNoteMagic, 0, kNetNoteBytes};
+  memcpy(noteOut_.note, note, kNetNoteBytes);
+  noteOutPending_ = true;
+  noteOutAfter_ = tailSeq_;
+  bool sent = false, moved = false;
+  // A send comm with headers still to go sends it from progressControl, behind them.
+  if (!sending() || (controlDone_ == 0 && controlSeq_.load(std::memory_order_relaxed) >= noteOutAfter_)) {
+    if (ncclResult_t r = sendQueuedNote(&sent, &moved); r != ncclSuccess) return error_ = r;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t SocketComm::sendQueuedNote(bool* sent, bool* moved) {
+  *sent = false;
+  size_t n = 0;
+  const char* frame = reinterpret_cast<const char*>(&noteOut_);
+  // The receive comm's notes are best effort: its peer may have closed its end already.
+  const ncclResult_t r = control_.sendSome(frame + noteOutDone_, sizeof(NoteFrame) - noteOutDone_, nullptr, 0, &n,
+                                           /*warn=*/sending());
+  if (r != ncclSuccess && sending()) return r;
+  noteOutDone_ += n;
+  *moved |= n > 0;
+  if (r == ncclSuccess && noteOutDone_ < sizeof(NoteFrame)) return ncclSuccess;
+  noteOutDone_ = 0;
+  noteOutPending_ = false;
+  *sent = true;
+  if (noteNextPending_ && r == ncclSuccess) {
+    noteNextPending_ = false;
+    noteOut_.header = {kNoteMagic, 0, kNetNoteBytes};
+    memcpy(noteOut_.note, noteNext_, kNetNoteBytes);
+    noteOutPending_ = true;
+    noteOutAfter_ = tailSeq_;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t SocketComm::recvNoteBody(bool* complete, bool* moved) {
+  *complete = false;
+  if (header_.size != kNetNoteBytes) {
+    WARN("NET/Socket: malformed note from %s (%llu bytes, expected %zu)", peerName().c_str(),
+         static_cast<unsigned long long>(header_.size), kNetNoteBytes);
+    return ncclRemoteError;
+  }
+  const size_t done = controlDone_ - sizeof(Header);
+  size_t n = 0;
+  bool closed = false;
+  CHORUS_CHECK(control_.recvSome(noteIn_.note + done, kNetNoteBytes - done, &n, &closed));
+  controlDone_ += n;
+  *moved |= n > 0;
+  if (controlDone_ < sizeof(Header) + kNetNoteBytes) return closed ? peerClosed(control_, "a note") : ncclSuccess;
+  noteArrived(noteIn_.note);
+  *complete = true;
+  return ncclSuccess;
+}
+
+void SocketComm::noteArrived(const uint8_t* body) {
+  memcpy(noteLatest_, body, kNetNoteBytes);
+  noteLatestAfter_ = sending() ? 0 : controlSeq_.load(std::memory_order_relaxed);
+  noteFresh_ = true;
+}
+
+// The receiver's notes are the only bytes that direction carries. Failures here are not
+// the data path's: a receiver gone shows on the next send.
+void SocketComm::readReverseNotes() {
+  while (!noteInClosed_) {
+    size_t n = 0;
+    bool closed = false;
+    char* frame = reinterpret_cast<char*>(&noteIn_);
+    if (control_.recvSome(frame + noteInDone_, sizeof(NoteFrame) - noteInDone_, &n, &closed) != ncclSuccess || closed) {
+      noteInClosed_ = true;
+      return;
+    }
+    noteInDone_ += n;
+    if (noteInDone_ < sizeof(NoteFrame)) return;
+    noteInDone_ = 0;
+    if (noteIn_.header.magic != kNoteMagic || noteIn_.header.size != kNetNoteBytes) {
+      WARN("NET/Socket: malformed note from %s (magic %x, %llu bytes); no more notes are read from it",
+           peerName().c_str(), noteIn_.header.magic, static_cast<unsigned long long>(noteIn_.header.size));
+      noteInClosed_ = true;
+      return;
+    }
+    noteArrived(noteIn_.note);
+  }
+}
+
+ncclResult_t SocketComm::takeNote(void* note, uint64_t* after, bool* got) {
+  *got = false;
+  if (error_ != ncclSuccess) return error_;
+  bool sent = false, moved = false;
+  if (noteOutPending_ &&
+      (!sending() || (controlDone_ == 0 && controlSeq_.load(std::memory_order_relaxed) >= noteOutAfter_))) {
+    if (ncclResult_t r = sendQueuedNote(&sent, &moved); r != ncclSuccess) return error_ = r;
+  }
+  if (sending()) readReverseNotes();
+  if (!noteFresh_) return ncclSuccess;
+  memcpy(note, noteLatest_, kNetNoteBytes);
+  *after = noteLatestAfter_;
+  noteFresh_ = false;
+  *got = true;
   return ncclSuccess;
 }
 

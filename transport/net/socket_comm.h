@@ -67,6 +67,13 @@ class SocketComm {
   // message is due. False with helper threads: no socket of the caller's shows their progress.
   bool waitSet(std::vector<pollfd>* fds) const;
 
+  // Net::sendNote and Net::takeNote. A send comm's note goes on the control stream behind
+  // the headers of the messages posted before it; a receive comm's goes back on the control
+  // socket, best effort (a peer that closed its end gets none, without a WARN). A receive
+  // comm reads notes while it reads headers, a send comm in takeNote.
+  ncclResult_t queueNote(const void* note);
+  ncclResult_t takeNote(void* note, uint64_t* after, bool* got);
+
  private:
   static constexpr uint32_t kSendMagic = 0x534e4453u;
   static constexpr uint32_t kRecvMagic = 0x534e4452u;
@@ -95,6 +102,12 @@ class SocketComm {
   ncclResult_t progressData(uint32_t index, bool* moved);
   void retire();
   ncclResult_t peerClosed(const TcpStream& stream, const char* what);
+  // Moves the queued note; `*sent` once all of it is out (or, from a receive comm, dropped).
+  ncclResult_t sendQueuedNote(bool* sent, bool* moved);
+  // A receive comm, with a note's header in header_: reads its body; `*complete` once in.
+  ncclResult_t recvNoteBody(bool* complete, bool* moved);
+  void noteArrived(const uint8_t* body);
+  void readReverseNotes();  // a send comm: whatever notes its receiver sent back
 
   uint32_t magic_;
   ncclResult_t error_ = ncclSuccess;
@@ -115,6 +128,21 @@ class SocketComm {
   // message (poll()), which fails the comm at once. Written before the helper's error.
   static constexpr uint64_t kNotAttributed = UINT64_MAX;
   std::atomic<uint64_t> helperFailedSeq_ = kNotAttributed;
+  // Notes. Out: the note being sent (noteOutDone_ bytes of its frame gone), the one queued
+  // behind it while it is under way, and the message count it follows. In: the frame being
+  // read, and the newest note not yet taken.
+  socket_net_wire::NoteFrame noteOut_{};
+  size_t noteOutDone_ = 0;
+  bool noteOutPending_ = false;
+  uint64_t noteOutAfter_ = 0;
+  uint8_t noteNext_[kNetNoteBytes] = {};
+  bool noteNextPending_ = false;
+  socket_net_wire::NoteFrame noteIn_{};
+  size_t noteInDone_ = 0;
+  bool noteInClosed_ = false;  // a send comm whose receiver closed: nothing more to read
+  uint8_t noteLatest_[kNetNoteBytes] = {};
+  uint64_t noteLatestAfter_ = 0;
+  bool noteFresh_ = false;
   SocketHelpers helpers_;  // last: joined before anything it reads is destroyed
 };
 

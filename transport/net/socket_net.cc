@@ -291,6 +291,18 @@ bool SocketNet::waitSet(void* comm, std::vector<pollfd>* fds) {
   return comm != nullptr && reinterpret_cast<SocketComm*>(comm)->waitSet(fds);
 }
 
+ncclResult_t SocketNet::sendNote(void* comm, const void* note) {
+  if (comm == nullptr || note == nullptr) return invalid("sendNote(): null comm or note");
+  return reinterpret_cast<SocketComm*>(comm)->queueNote(note);
+}
+
+ncclResult_t SocketNet::takeNote(void* comm, void* note, uint64_t* after, bool* got) {
+  if (comm == nullptr || note == nullptr || after == nullptr || got == nullptr) {
+    return invalid("takeNote(): null argument");
+  }
+  return reinterpret_cast<SocketComm*>(comm)->takeNote(note, after, got);
+}
+
 ncclResult_t SocketNet::closeComm(SocketComm* comm, bool sending) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = comms_.find(comm);

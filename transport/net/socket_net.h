@@ -70,6 +70,9 @@ class SocketNet final : public Net {
                       NetRequest** request) override;
   ncclResult_t test(NetRequest* request, int* done, int* sizes) override;
   bool waitSet(void* comm, std::vector<pollfd>* fds) override;
+  bool supportsNotes() const override { return true; }
+  ncclResult_t sendNote(void* comm, const void* note) override;
+  ncclResult_t takeNote(void* comm, void* note, uint64_t* after, bool* got) override;
   ncclResult_t closeSend(NetSendComm* comm) override;
   ncclResult_t closeRecv(NetRecvComm* comm) override;
   ncclResult_t closeListen(NetListenComm* comm) override;

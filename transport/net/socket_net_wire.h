@@ -60,6 +60,15 @@ struct Header {
   uint64_t size;
 };
 
+// A note (Net::sendNote) is a Header with this magic and size kNetNoteBytes, then the note:
+// on the control socket between messages from the sender, and the other way from the
+// receiver (that direction carries nothing else).
+inline constexpr uint32_t kNoteMagic = 0x4e4e4f54u;  // "NNOT"
+struct NoteFrame {
+  Header header;
+  uint8_t note[kNetNoteBytes];
+};
+
 // A message up to this size travels on the control socket right behind its header, and the
 // data sockets carry nothing of it: one sendmsg() sends both, and the receiver waits on one
 // socket. (Larger ones are cut by chunkRange; below kMinChunkBytes that is one data socket.)

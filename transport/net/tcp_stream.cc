@@ -98,7 +98,7 @@ ncclResult_t TcpStream::sendSome(const void* data, size_t size, size_t* sent) {
 }
 
 ncclResult_t TcpStream::sendSome(const void* first, size_t firstSize, const void* second, size_t secondSize,
-                                 size_t* sent) {
+                                 size_t* sent, bool warn) {
   *sent = 0;
   const size_t size = firstSize + secondSize;
   while (*sent < size) {
@@ -120,7 +120,7 @@ ncclResult_t TcpStream::sendSome(const void* first, size_t firstSize, const void
     } else if (errno != EINTR) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
       int err = errno;
-      WARN("NET/Socket: send() to %s failed: %s", peerName().c_str(), strerror(err));
+      if (warn) WARN("NET/Socket: send() to %s failed: %s", peerName().c_str(), strerror(err));
       return err == EPIPE || err == ECONNRESET ? ncclRemoteError : ncclSystemError;
     }
   }

@@ -50,7 +50,9 @@ class TcpStream {
   // sets `*closed` (receive) or fails with ncclRemoteError (send).
   ncclResult_t sendSome(const void* data, size_t size, size_t* sent);
   // The same for two byte ranges back to back (a header and its payload), in one sendmsg().
-  ncclResult_t sendSome(const void* first, size_t firstSize, const void* second, size_t secondSize, size_t* sent);
+  // `warn` false: a failure is only returned (a best-effort message to a peer that may be gone).
+  ncclResult_t sendSome(const void* first, size_t firstSize, const void* second, size_t secondSize, size_t* sent,
+                        bool warn = true);
   ncclResult_t recvSome(void* data, size_t size, size_t* received, bool* closed);
 
  private:
