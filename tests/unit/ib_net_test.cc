@@ -65,28 +65,38 @@ GidBytes ipv4Gid(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
   return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d};
 }
 
+constexpr SipKey kListenKey{0x0123456789abcdefull, 0xfedcba9876543210ull};
+
+// A sender's QpInfo, proven for kListenKey unless said otherwise.
 wire::QpInfo goodPeer(uint8_t linkLayer) {
-  return wire::QpInfo{wire::kQpInfoMagic, 0x1234, 0xabcdef, 7, linkLayer, 5, ipv4Gid(10, 0, 0, 2)};
+  return wire::provenQpInfo(
+      kListenKey, wire::QpInfo{wire::kQpInfoMagic, 0x1234, 0xabcdef, 7, linkLayer, 5, ipv4Gid(10, 0, 0, 2), 0},
+      /*fromSender=*/true);
+}
+
+bool checkSender(const wire::QpInfo& info, uint8_t mine, int myMtu, int* mtu, std::string* problem) {
+  return checkPeerQpInfo(info, kListenKey, /*peerIsSender=*/true, mine, myMtu, mtu, problem);
 }
 
 TEST(IbNetWire, PeerQpInfoGivesThePathMtu) {
   int mtu = 0;
   std::string problem;
-  ASSERT_TRUE(checkPeerQpInfo(goodPeer(wire::kLinkLayerEthernet), wire::kLinkLayerEthernet, 3, &mtu, &problem))
-      << problem;
+  ASSERT_TRUE(checkSender(goodPeer(wire::kLinkLayerEthernet), wire::kLinkLayerEthernet, 3, &mtu, &problem)) << problem;
   EXPECT_EQ(mtu, 3);
-  ASSERT_TRUE(checkPeerQpInfo(goodPeer(wire::kLinkLayerInfiniband), wire::kLinkLayerInfiniband, 5, &mtu, &problem));
+  ASSERT_TRUE(checkSender(goodPeer(wire::kLinkLayerInfiniband), wire::kLinkLayerInfiniband, 5, &mtu, &problem));
   EXPECT_EQ(mtu, 5);
   wire::QpInfo roceNoLid = goodPeer(wire::kLinkLayerEthernet);
   roceNoLid.lid = 0;
-  EXPECT_TRUE(checkPeerQpInfo(roceNoLid, wire::kLinkLayerEthernet, 5, &mtu, &problem)) << "RoCE has no LIDs";
+  roceNoLid = wire::provenQpInfo(kListenKey, roceNoLid, true);
+  EXPECT_TRUE(checkSender(roceNoLid, wire::kLinkLayerEthernet, 5, &mtu, &problem)) << "RoCE has no LIDs";
 }
 
 TEST(IbNetWire, BadPeerQpInfoIsRejectedWithTheReason) {
+  // Each bad field is proven, so the field itself is what is refused.
   auto rejected = [](wire::QpInfo info, uint8_t mine, const std::string& expected) {
     int mtu = 0;
     std::string problem;
-    EXPECT_FALSE(checkPeerQpInfo(info, mine, 5, &mtu, &problem));
+    EXPECT_FALSE(checkSender(wire::provenQpInfo(kListenKey, info, true), mine, 5, &mtu, &problem));
     EXPECT_NE(problem.find(expected), std::string::npos) << problem;
   };
   wire::QpInfo info = goodPeer(wire::kLinkLayerInfiniband);
@@ -104,6 +114,31 @@ TEST(IbNetWire, BadPeerQpInfoIsRejectedWithTheReason) {
   info = goodPeer(wire::kLinkLayerInfiniband);
   info.mtu = 9;
   rejected(info, wire::kLinkLayerInfiniband, "MTU 9");
+}
+
+// A QpInfo must prove the listener's key, for the side that sent it: one made without the
+// handle, with another listener's key, changed after it was proven, or a receiver's sent
+// back to it as a sender's is refused before any queue pair is touched.
+TEST(IbNetWire, QpInfoWithoutTheListenersKeyIsRefused) {
+  auto refused = [](const wire::QpInfo& info, const char* what) {
+    int mtu = 0;
+    std::string problem;
+    EXPECT_FALSE(checkSender(info, wire::kLinkLayerInfiniband, 5, &mtu, &problem)) << what;
+    EXPECT_NE(problem.find("does not prove the listen handle's key"), std::string::npos) << what << ": " << problem;
+  };
+  wire::QpInfo unproven = goodPeer(wire::kLinkLayerInfiniband);
+  unproven.proof = 0;
+  refused(unproven, "no proof");
+  refused(wire::provenQpInfo(SipKey{1, 2}, goodPeer(wire::kLinkLayerInfiniband), true), "another key");
+  wire::QpInfo changed = goodPeer(wire::kLinkLayerInfiniband);
+  changed.qpn = 0x4321;
+  refused(changed, "changed after proving");
+  refused(wire::provenQpInfo(kListenKey, goodPeer(wire::kLinkLayerInfiniband), /*fromSender=*/false),
+          "a receiver's QpInfo reflected");
+  int mtu = 0;
+  std::string problem;
+  EXPECT_TRUE(checkSender(goodPeer(wire::kLinkLayerInfiniband), wire::kLinkLayerInfiniband, 5, &mtu, &problem))
+      << problem;
 }
 
 TEST(IbNetSettings, DefaultsMatchNccl) {
@@ -337,7 +372,7 @@ TEST_P(IbNetArguments, ListenConnectAccept) {
   in.sin_port = htons(1);
   in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_TRUE(loopback.assign(reinterpret_cast<sockaddr*>(&in), sizeof(in)));
-  wire::Handle ibHandle{wire::kHandleMagic, loopback.length(), {}, 0};
+  wire::Handle ibHandle{wire::kHandleMagic, loopback.length(), {}, 0, {0, 0}};
   memcpy(ibHandle.address, &in, sizeof(in));
   memcpy(handle_.data(), &ibHandle, sizeof(ibHandle));
   expectInvalid(net_->connect(3, handle_.data(), &send), "device 3");

@@ -55,8 +55,9 @@ uint32_t randomPsn() {
 
 }  // namespace
 
-IbHandshake::IbHandshake(bool sending, const IbPort& port, const IbSettings& settings, TcpStream stream)
-    : sending_(sending), port_(port), settings_(settings), stream_(std::move(stream)), psn_(randomPsn()) {
+IbHandshake::IbHandshake(bool sending, const IbPort& port, const IbSettings& settings, const SipKey& key,
+                         TcpStream stream)
+    : sending_(sending), port_(port), settings_(settings), key_(key), stream_(std::move(stream)), psn_(randomPsn()) {
   static constexpr Step kSender[] = {Step::Connect,   Step::CreateQp,  Step::SendInfo, Step::RecvInfo,
                                      Step::ConnectQp, Step::SendReady, Step::Done};
   static constexpr Step kReceiver[] = {Step::RecvInfo, Step::CreateQp,  Step::ConnectQp,
@@ -87,7 +88,16 @@ ncclResult_t IbHandshake::runStep(Step step, bool* finished) {
     case Step::SendInfo:
       return sendPart(&mine_, sizeof(mine_), finished);
     case Step::RecvInfo:
-      return recvPart(&peer_, sizeof(peer_), "its queue pair description", finished);
+      CHORUS_CHECK(recvPart(&peer_, sizeof(peer_), "its queue pair description", finished));
+      // The proof first: a receiver creates no queue pair for a peer without the handle.
+      if (*finished && (peer_.magic != kQpInfoMagic || peer_.proof != qpInfoProof(key_, peer_, !sending_))) {
+        WARN(
+            "NET/IB : %s sent a queue pair description that does not prove the listen handle's key "
+            "(not a rank of this communicator)",
+            peerName().c_str());
+        return ncclRemoteError;
+      }
+      return ncclSuccess;
     case Step::ConnectQp:
       return connectQp();
     case Step::SendReady:
@@ -166,16 +176,17 @@ ncclResult_t IbHandshake::createQp() {
   attr.port_num = static_cast<uint8_t>(port_.port);
   attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   CHORUS_CHECK(modifyQp(&attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT"));
-  mine_ =
-      QpInfo{kQpInfoMagic, qp_.get()->qp_num, psn_, port_.lid, port_.linkLayer, static_cast<uint8_t>(port_.activeMtu),
-             port_.gid};
+  mine_ = provenQpInfo(key_,
+                       QpInfo{kQpInfoMagic, qp_.get()->qp_num, psn_, port_.lid, port_.linkLayer,
+                              static_cast<uint8_t>(port_.activeMtu), port_.gid, 0},
+                       sending_);
   return ncclSuccess;
 }
 
 ncclResult_t IbHandshake::connectQp() {
   int pathMtu = 0;
   std::string problem;
-  if (!checkPeerQpInfo(peer_, port_.linkLayer, port_.activeMtu, &pathMtu, &problem)) {
+  if (!checkPeerQpInfo(peer_, key_, !sending_, port_.linkLayer, port_.activeMtu, &pathMtu, &problem)) {
     WARN("NET/IB : cannot connect %s to %s: %s", port_.name.c_str(), peerName().c_str(), problem.c_str());
     return ncclRemoteError;
   }
@@ -233,7 +244,7 @@ ncclResult_t IbListener::progress(std::unique_ptr<IbComm>* comm) {
       break;
     }
     if (!stream.valid()) break;
-    pending_.push_back(std::make_unique<IbHandshake>(/*sending=*/false, port_, settings_, std::move(stream)));
+    pending_.push_back(std::make_unique<IbHandshake>(/*sending=*/false, port_, settings_, key_, std::move(stream)));
   }
   for (size_t i = 0; i < pending_.size();) {
     IbHandshake& handshake = *pending_[i];

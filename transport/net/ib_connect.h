@@ -8,7 +8,9 @@
 //                      its info, receive the ready byte; done.
 //
 // The receiver's QP reaches RTR before the sender learns its number, so the sender's
-// first SEND never finds a QP that is not listening. Every step moves only what the
+// first SEND never finds a QP that is not listening. Each QpInfo proves the listener's
+// key from the handle (ib_net_wire.h): the receiver checks the sender's before it creates
+// anything, so a process that connects without the handle is dropped. Every step moves only what the
 // socket allows, so connect() and accept() never block.
 //
 // Addressing: RoCE ports use the GRH with the chosen GID (is_global, NCCL_IB_TC,
@@ -55,7 +57,8 @@ class IbHandshake {
   using Clock = std::chrono::steady_clock;
 
   // Sender: `stream` is connecting to the listener. Receiver: it was just accepted.
-  IbHandshake(bool sending, const IbPort& port, const IbSettings& settings, TcpStream stream);
+  // `key`: the listener's (from its handle), which each side's QpInfo proves.
+  IbHandshake(bool sending, const IbPort& port, const IbSettings& settings, const SipKey& key, TcpStream stream);
 
   // Moves the setup along; `*done` once takeComm() may be called. An error from the peer
   // (closed, malformed) is ncclRemoteError; a local verbs failure ncclSystemError and
@@ -80,6 +83,7 @@ class IbHandshake {
   bool sending_;
   IbPort port_;
   IbSettings settings_;
+  SipKey key_;
   TcpStream stream_;
   const Step* step_;  // into the sender's or the receiver's sequence, ends at Done
   size_t moved_ = 0;  // bytes of the current step's message
@@ -96,8 +100,8 @@ class IbHandshake {
 // The receiver's listening socket and the handshakes in progress on it.
 class IbListener {
  public:
-  IbListener(Socket socket, const IbPort& port, const IbSettings& settings)
-      : socket_(std::move(socket)), port_(port), settings_(settings) {}
+  IbListener(Socket socket, const IbPort& port, const IbSettings& settings, const SipKey& key)
+      : socket_(std::move(socket)), port_(port), settings_(settings), key_(key) {}
 
   // Accepts what is queued, moves every handshake along and hands out the first finished
   // comm (null when none is). Handshakes that fail for the peer's or the socket's sake,
@@ -111,6 +115,7 @@ class IbListener {
   Socket socket_;
   IbPort port_;
   IbSettings settings_;
+  SipKey key_;
   std::vector<std::unique_ptr<IbHandshake>> pending_;
 };
 

@@ -5,7 +5,9 @@
 #if CHORUS_HAVE_IBVERBS
 
 #include <endian.h>
+#include <sys/random.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
@@ -160,12 +162,16 @@ ncclResult_t IbNet::listen(int dev, void* handle, NetListenComm** listenComm) {
   CHORUS_CHECK(checkDevice("listen()", dev));
   Socket socket;
   CHORUS_CHECK(Socket::listen(interface_.address, &socket));
-  Handle wire{kHandleMagic, socket.address().length(), {}, 0};
+  Handle wire{kHandleMagic, socket.address().length(), {}, 0, {0, 0}};
   memcpy(wire.address, socket.address().sa(), wire.addressLength);
+  if (getrandom(wire.key, sizeof(wire.key), 0) != static_cast<ssize_t>(sizeof(wire.key))) {
+    WARN("NET/IB : listen(): getrandom for the listener's key failed: %s", strerror(errno));
+    return ncclSystemError;
+  }
   memset(handle, 0, kNetHandleSize);
   memcpy(handle, &wire, sizeof(wire));
   INFO(kSubsysNet, "NET/IB : listening on %s for %s", socket.address().toString().c_str(), ports_[dev].name.c_str());
-  auto listener = std::make_unique<IbListener>(std::move(socket), ports_[dev], settings_);
+  auto listener = std::make_unique<IbListener>(std::move(socket), ports_[dev], settings_, keyOf(wire));
   *listenComm = reinterpret_cast<NetListenComm*>(listener.get());
   listeners_.emplace(listener.get(), std::move(listener));
   return ncclSuccess;
@@ -194,8 +200,8 @@ ncclResult_t IbNet::connect(int dev, const NetCommConfig& config, void* handle, 
     // The communicator's traffic class (ncclConfig_t.trafficClass) overrides NCCL_IB_TC.
     IbSettings settings = settings_;
     if (config.trafficClass != kNetTrafficClassUndef) settings.trafficClass = config.trafficClass;
-    pendingConnects_.emplace(wire.connectId,
-                             std::make_unique<IbHandshake>(/*sending=*/true, ports_[dev], settings, std::move(stream)));
+    pendingConnects_.emplace(wire.connectId, std::make_unique<IbHandshake>(/*sending=*/true, ports_[dev], settings,
+                                                                           keyOf(wire), std::move(stream)));
   }
   auto it = pendingConnects_.find(wire.connectId);
   if (it == pendingConnects_.end()) {
