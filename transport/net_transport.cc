@@ -57,6 +57,8 @@ void fillEnd(NetConnection& conn, const FifoLayout& layout, int peer, FifoEnd* e
   end->attachProxied(conn.memory(), layout);
   end->peer = peer;
   end->peerPid = 0;  // possibly another host: the network says when it is gone
+  end->drive = &NetConnection::drive;
+  end->driveArg = &conn;
 }
 
 class NetTransport : public Transport {

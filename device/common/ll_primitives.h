@@ -346,7 +346,7 @@ class LinePrimitives {
       if constexpr (kRecv) {
         for (int i = 0; i < recv_.count; ++i) {
           FifoEnd& r = *recv_.ends[i];
-          publishCounter<Exec>(r.ctrl, &r.ctrl->head, ++r.step);
+          publishCounter<Exec>(r, &r.ctrl->head, ++r.step);
         }
       }
     }
@@ -449,7 +449,7 @@ class LinePrimitives {
       } else {  // no one waits for it: it tells a long wait that the step was sent (callConflict)
         Exec::storeRelaxed(&s.ctrl->tail, s.step + 1);
       }
-      Exec::wakeSleepers(s.ctrl, &s.ctrl->tail);  // a long wait for these lines may sleep on tail
+      Exec::wakeSleepers(s, &s.ctrl->tail);  // a long wait for these lines may sleep on tail
       ++s.step;
     }
   }

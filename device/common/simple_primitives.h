@@ -190,13 +190,13 @@ class SimplePrimitives {
     if (exec_.tid() == 0) {
       for (int i = 0; received && i < recv_.count; ++i) {
         FifoEnd& r = *recv_.ends[i];
-        publishCounter<Exec>(r.ctrl, &r.ctrl->head, ++r.step);
+        publishCounter<Exec>(r, &r.ctrl->head, ++r.step);
       }
       for (int i = 0; out && i < send_.count; ++i) {
         FifoEnd& s = *send_.ends[i];
         s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] =
             stampStep<Exec>(s, kProtocol, static_cast<int64_t>(n * sizeof(T)), call_);
-        publishCounter<Exec>(s.ctrl, &s.ctrl->tail, ++s.step);
+        publishCounter<Exec>(s, &s.ctrl->tail, ++s.step);
       }
     }
     exec_.teamSync();  // the new step counters, before any thread computes a slot from them

@@ -128,6 +128,16 @@ struct FifoEnd {
   int peerPid = 0;     // that rank's process as its PID namespace numbers it, for messages (0: same process)
   int peerAlive = -1;  // that process's liveness handle (core/process_liveness.h); -1: none to watch
   uint64_t peerProcessId = 0;
+  // Proxied FIFOs, for the CPU executor: the connection's own progress, which a thread that
+  // publishes or waits on this end may run itself instead of handing the work to the proxy
+  // thread (transport/net/net_connection.h). drive(driveArg) does nothing while the proxy
+  // runs it; true when what was published needs no proxy. Null: the proxy alone moves it.
+  // Never called on a GPU.
+  bool (*drive)(void*) = nullptr;
+  void* driveArg = nullptr;
+  // The largest step a driving thread sends itself; larger ones stay the proxy's, so that
+  // the network moves them while the executor computes.
+  static constexpr size_t kDriveMaxBytes = 16 << 10;
 
   CHORUS_HD char* slot(Protocol p, uint64_t s) const {
     const int i = static_cast<int>(p);
@@ -190,9 +200,9 @@ CHORUS_HD bool acquireSlot(Exec& exec, FifoEnd& end) {
 // Publishes `value` in `counter` (tail or head of `ctrl`), ordered after what it hands
 // over (release), and wakes the waits asleep on it (Exec::wakeSleepers).
 template <typename Exec>
-CHORUS_HD void publishCounter(StepFifoControl* ctrl, uint64_t* counter, uint64_t value) {
+CHORUS_HD void publishCounter(const FifoEnd& end, uint64_t* counter, uint64_t value) {
   Exec::storeRelease(counter, value);
-  Exec::wakeSleepers(ctrl, counter);
+  Exec::wakeSleepers(end, counter);
 }
 
 // Waits until the receiver `end`'s current step has arrived: its sender (or proxy) has

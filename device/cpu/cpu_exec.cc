@@ -69,13 +69,17 @@ constexpr double kSleepAfterSec = 200e-6;
 
 }  // namespace
 
+double CpuExec::monotonicSec() { return nowSec(); }
+
 void ExecContext::configure(const std::atomic<uint32_t>* abort, const std::atomic<uint32_t>* revoke, int ofRank,
                             double timeout, int localRanks) {
   abortFlag = abort;
   revokeFlag = revoke;
   rank = ofRank;
   timeoutSec = timeout;
-  spins = localRanks > sysconf(_SC_NPROCESSORS_ONLN) ? kOversubscribedSpins : kDefaultSpins;
+  const bool oversubscribed = localRanks > sysconf(_SC_NPROCESSORS_ONLN);
+  spins = oversubscribed ? kOversubscribedSpins : kDefaultSpins;
+  driveUs = oversubscribed ? 0 : kDefaultDriveUs;
   sleepMaxUs = std::max<long>(0, envInt("CHORUS_WAIT_SLEEP_US", 10000));
 }
 

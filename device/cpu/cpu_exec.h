@@ -41,6 +41,10 @@ struct ExecContext {
   int spins = kDefaultSpins;
   static constexpr int kDefaultSpins = 256;
   static constexpr int kOversubscribedSpins = 4;
+  // How long a wait on a proxied end moves its connection itself before it sleeps
+  // (CpuExec::driveUntil). With more ranks than cores, one look: the core is wanted elsewhere.
+  double driveUs = kDefaultDriveUs;
+  static constexpr double kDefaultDriveUs = 50;
   // The longest one sleep of a wait lasts (CHORUS_WAIT_SLEEP_US); 0: waits nap instead.
   long sleepMaxUs = 10000;
   // The hang report of this rank's communicator (src/report/hang_report.h), set by the host:
@@ -83,12 +87,18 @@ class CpuExec {
   // Untorn 8-byte accesses without ordering: LL's {data, flag} words.
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-  // After publishing `counter` (tail or head of `ctrl`): wakes the waits asleep on it
-  // (core/futex.h says why none is lost), and rings a sleeping proxy: it announces its
-  // sleep in `proxyAsleep` before its last look at the counters, and the fence in
-  // wakeSleepersOf orders the publish before the read of the announcement.
-  static void wakeSleepers(StepFifoControl* ctrl, const uint64_t* counter) {
-    wakeSleepersOf(counter, &ctrl->sleepers);
+  // After publishing `counter` (tail or head of `end`): wakes the waits asleep on it
+  // (core/futex.h says why none is lost). A proxied end's connection is then moved by this
+  // thread if it can be (a small step sent right here: no hand-off to the proxy thread,
+  // FifoEnd::drive); otherwise a sleeping proxy is rung: it announces its sleep in
+  // `proxyAsleep` before its last look at the counters, and the fence in wakeSleepersOf
+  // orders the publish before the read of the announcement.
+  static void wakeSleepers(const FifoEnd& end, const uint64_t* counter) {
+    wakeSleepersOf(counter, &end.ctrl->sleepers);
+    if (end.drive != nullptr && end.drive(end.driveArg)) return;
+    ringProxyIfAsleep(end.ctrl);
+  }
+  static void ringProxyIfAsleep(const StepFifoControl* ctrl) {
     if (const uint32_t bell = __atomic_load_n(&ctrl->proxyAsleep, __ATOMIC_RELAXED); bell != 0) ringProxy(bell);
   }
 
@@ -119,6 +129,10 @@ class CpuExec {
 
   template <typename Cond>
   bool waitUntil(Cond&& cond, const FifoEnd& end) {
+    if (end.drive != nullptr && driveUntil(cond, end)) {
+      ++tWaitsEnded;
+      return true;
+    }
     for (int i = 0; i < ctx_.spins; ++i) {
       if (cond()) {
         ++tWaitsEnded;
@@ -135,6 +149,9 @@ class CpuExec {
           // The counter is read before the sleep is announced: if it moves after this
           // read, the futex returns at once; a publish after the announcement wakes it.
           const uint32_t seen = __atomic_load_n(counterWord(end), __ATOMIC_ACQUIRE);
+          // A connection this thread drove may have a receive posted that the sleeping proxy
+          // does not watch yet: ringing makes it look again before it sleeps.
+          if (end.drive != nullptr) ringProxyIfAsleep(end.ctrl);
           announceSleep(end, 1);
           if (!cond()) sleepOn(end, seen, state.sleepUs);
           announceSleep(end, -1);
@@ -161,6 +178,31 @@ class CpuExec {
   void mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why);
 
  private:
+  // A proxied end's wait first moves the connection itself (FifoEnd::drive): once, then,
+  // if the end's last step was small (a latency-bound call), for up to ctx_.driveUs. A step
+  // that arrives meanwhile is read by this thread, without waking the proxy and then this
+  // thread. True once `cond` holds.
+  template <typename Cond>
+  bool driveUntil(Cond& cond, const FifoEnd& end) {
+    if (cond()) return true;
+    end.drive(end.driveArg);
+    if (ctx_.driveUs <= 0 || !lastStepWasSmall(end)) return cond();
+    const double until = monotonicSec() + ctx_.driveUs * 1e-6;
+    for (unsigned round = 1;; ++round) {
+      if (cond()) return true;
+      if ((round & 7) == 0 && monotonicSec() >= until) return false;
+      end.drive(end.driveArg);
+    }
+  }
+  static double monotonicSec();
+  // Whether the step before the current one on `end` was small enough for the waiting
+  // thread to move (FifoEnd::kDriveMaxBytes): in a stream of large steps the proxy moves
+  // them while this thread computes, and a spinning wait would only take its core.
+  static bool lastStepWasSmall(const FifoEnd& end) {
+    return end.step == 0 || end.ctrl->sizes[(end.step - 1) & static_cast<uint64_t>(end.nSlots - 1)] <=
+                                static_cast<int64_t>(FifoEnd::kDriveMaxBytes);
+  }
+
   struct WaitState {
     uint64_t rounds = 0;
     double start = 0;

@@ -45,7 +45,7 @@ class CudaExec {
   }
 
   // Only CPU waits sleep on a counter (step_fifo.h); a GPU communicator has none.
-  __device__ static void wakeSleepers(StepFifoControl*, const uint64_t*) {}
+  __device__ static void wakeSleepers(const FifoEnd&, const uint64_t*) {}
 
   __device__ static void fenceRelease() { __threadfence_system(); }
   __device__ static void fenceAcquire() { __threadfence_system(); }

@@ -130,7 +130,7 @@ bool RmaService::drain(int peer) {
       markBroken(end.ctrl, kBrokenByPeer);
       return any;
     }
-    publishCounter<CpuExec>(end.ctrl, &end.ctrl->head, ++end.step);  // wakes a put waiting for a free slot
+    publishCounter<CpuExec>(end, &end.ctrl->head, ++end.step);  // wakes a put waiting for a free slot
     any = true;
   }
   return any;
@@ -245,7 +245,7 @@ ncclResult_t RmaService::put(int peer, const std::optional<RmaData>& data, bool 
     std::memcpy(slot, &h, sizeof(h));
     if (chunk > 0) std::memcpy(slot + sizeof(h), static_cast<const char*>(data->src) + done, chunk);
     end.ctrl->sizes[end.step & static_cast<uint64_t>(end.nSlots - 1)] = static_cast<int64_t>(sizeof(h) + chunk);
-    publishCounter<CpuExec>(end.ctrl, &end.ctrl->tail, ++end.step);
+    publishCounter<CpuExec>(end, &end.ctrl->tail, ++end.step);
     done += chunk;
   } while (done < bytes);
   return ncclSuccess;

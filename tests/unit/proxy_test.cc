@@ -109,7 +109,9 @@ TEST_F(ProxySleepTest, AnExecutorsPublishRingsTheDoorbell) {
   proxy.add(&conn);
   for (uint64_t step = 1; step <= 3; ++step) {
     ASSERT_TRUE(eventually([&] { return conn.asleep(); })) << "before step " << step;
-    publishCounter<CpuExec>(&conn.ctrl, &conn.ctrl.tail, step);  // what an executor's send does
+    FifoEnd end;
+    end.ctrl = &conn.ctrl;
+    publishCounter<CpuExec>(end, &conn.ctrl.tail, step);  // what an executor's send does
     EXPECT_TRUE(eventually([&] { return conn.tailSeen.load() == step; })) << "step " << step << " did not wake it";
   }
   proxy.remove(&conn);

@@ -33,7 +33,7 @@ class TeamExec {
   static void storeRelease(uint64_t* p, uint64_t v) { CpuExec::storeRelease(p, v); }
   static uint64_t loadRelaxed(const uint64_t* p) { return CpuExec::loadRelaxed(p); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { CpuExec::storeRelaxed(p, v); }
-  static void wakeSleepers(StepFifoControl* ctrl, const uint64_t* counter) { CpuExec::wakeSleepers(ctrl, counter); }
+  static void wakeSleepers(const FifoEnd& end, const uint64_t* counter) { CpuExec::wakeSleepers(end, counter); }
   static void fenceRelease() { CpuExec::fenceRelease(); }
   static void fenceAcquire() { CpuExec::fenceAcquire(); }
 

@@ -109,6 +109,36 @@ void NetConnection::start() {
 }
 
 bool NetConnection::progress() {
+  if (busy_.exchange(true, std::memory_order_acquire)) return false;  // an executor drives it now
+  const bool moved = progressExclusive();
+  busy_.store(false, std::memory_order_release);
+  return moved;
+}
+
+bool NetConnection::drive(void* self) {
+  auto* conn = static_cast<NetConnection*>(self);
+  if (conn->busy_.exchange(true, std::memory_order_acquire)) return false;
+  bool settled = false;
+  if (conn->state_.load(std::memory_order_acquire) == State::Ready) {
+    const uint64_t tail = loadAcquire(&conn->ctrl_->tail);
+    int64_t unsent = 0;
+    for (uint64_t s = conn->posted_; conn->sending_ && s < tail; ++s)
+      unsent += conn->ctrl_->sizes[s & (conn->nSlots_ - 1)];
+    // A receiver with no receive posted is not among what a sleeping proxy watches: the
+    // one this drive posts must ring it, or a step arriving while no thread drives (the
+    // one-sided service polls tail) would wait for the proxy's next round.
+    const bool watched = conn->sending_ || conn->posted_ != conn->done_;
+    if (unsent <= static_cast<int64_t>(FifoEnd::kDriveMaxBytes)) {
+      conn->progressExclusive();
+      settled = conn->state_.load(std::memory_order_relaxed) == State::Ready && watched &&
+                (!conn->sending_ || conn->done_ == loadAcquire(&conn->ctrl_->tail));
+    }
+  }
+  conn->busy_.store(false, std::memory_order_release);
+  return settled;
+}
+
+bool NetConnection::progressExclusive() {
   switch (state_.load(std::memory_order_relaxed)) {
     case State::Connecting:
       return progressConnect();
@@ -255,7 +285,11 @@ bool NetConnection::waitSet(std::vector<pollfd>* fds) {
       break;
   }
   if (drivenByKernel_.load(std::memory_order_relaxed)) return false;
-  return net_.waitSet(sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_), fds);
+  // The comm's state is the driving thread's while it moves it: the proxy naps instead.
+  if (busy_.exchange(true, std::memory_order_acquire)) return false;
+  const bool said = net_.waitSet(sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_), fds);
+  busy_.store(false, std::memory_order_release);
+  return said;
 }
 
 void NetConnection::announceSleep(uint32_t bell) {

@@ -10,6 +10,10 @@
 // then sees its connection fail, sets `broken` there, and the peer's executor gives up.
 // The proxy's publishes wake an executor asleep on the counter (core/futex.h); the
 // executor's ring the proxy while it sleeps on what waitSet() names (proxy.h).
+// A CPU executor may also run the connection's progress itself (drive, FifoEnd::drive):
+// it sends a small step it just published, and reads the step it waits for, on its own
+// thread, which spares the two thread hand-offs a hop through the proxy costs. One thread
+// at a time moves a connection (`busy_`); the other skips it for that pass.
 // Where each end is (StepFifoControl::sender and ::receiver, step_stamps.h) the executors
 // write into their own FIFO; the proxies relay it over the net's notes (Net::sendNote),
 // so that a long wait compares the calls of both ends as on a direct FIFO. A record goes
@@ -51,6 +55,12 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
 
   bool progress() override;
   bool waitSet(std::vector<pollfd>* fds) override;
+  // FifoEnd::drive for the executor (`self`: this connection). Moves what it can unless
+  // another thread is moving it, or a send of more than kDriveMaxBytes is waiting (that
+  // one stays the proxy's, so that it overlaps the executor's work). True when the proxy
+  // is not needed for what was published: every step sent and complete, or, receiving,
+  // the freed slots given to the net.
+  static bool drive(void* self);
   void announceSleep(uint32_t bell) override;
   void drivenByKernel() override { drivenByKernel_.store(true); }
   ncclResult_t awaitReady(const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag) override;
@@ -59,6 +69,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   size_t releaseIdleSlots() override;
 
  private:
+  bool progressExclusive();  // `busy_` held
   bool progressConnect();
   bool progressSend();
   bool progressRecv();
@@ -95,6 +106,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   uint64_t posted_ = 0;  // steps handed to the net
   uint64_t done_ = 0;    // steps the net has completed
   bool inProxy_ = false;
+  std::atomic<bool> busy_{false};  // a thread runs progressExclusive() or waitSet() now
   // Relaying records (relayCalls): the own record's generation last seen and since when,
   // the last one sent, when to read the peer's notes next, and a sender's record held
   // until the steps sent before it are in (`heldAfter_`).
