@@ -70,6 +70,7 @@ constexpr double kSleepAfterSec = 200e-6;
 }  // namespace
 
 double CpuExec::monotonicSec() { return nowSec(); }
+void CpuExec::yieldToOtherLanes() { FiberScheduler::yield(); }
 
 void ExecContext::configure(const std::atomic<uint32_t>* abort, const std::atomic<uint32_t>* revoke, int ofRank,
                             double timeout, int localRanks) {

@@ -129,7 +129,12 @@ class CpuExec {
 
   template <typename Cond>
   bool waitUntil(Cond&& cond, const FifoEnd& end) {
-    if (end.drive != nullptr && driveUntil(cond, end)) {
+    if (cond()) {
+      ++tWaitsEnded;
+      return true;
+    }
+    const bool drove = end.drive != nullptr && lastStepWasSmall(end);
+    if (drove && driveUntil(cond, end)) {
       ++tWaitsEnded;
       return true;
     }
@@ -149,9 +154,9 @@ class CpuExec {
           // The counter is read before the sleep is announced: if it moves after this
           // read, the futex returns at once; a publish after the announcement wakes it.
           const uint32_t seen = __atomic_load_n(counterWord(end), __ATOMIC_ACQUIRE);
-          // A connection this thread drove may have a receive posted that the sleeping proxy
-          // does not watch yet: ringing makes it look again before it sleeps.
-          if (end.drive != nullptr) ringProxyIfAsleep(end.ctrl);
+          // A connection this thread drove may have a receive posted, or a message begun, that
+          // the sleeping proxy does not watch yet: ringing makes it look again before it sleeps.
+          if (drove) ringProxyIfAsleep(end.ctrl);
           announceSleep(end, 1);
           if (!cond()) sleepOn(end, seen, state.sleepUs);
           announceSleep(end, -1);
@@ -178,23 +183,25 @@ class CpuExec {
   void mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why);
 
  private:
-  // A proxied end's wait first moves the connection itself (FifoEnd::drive): once, then,
-  // if the end's last step was small (a latency-bound call), for up to ctx_.driveUs. A step
-  // that arrives meanwhile is read by this thread, without waking the proxy and then this
-  // thread. True once `cond` holds.
+  // A proxied end's wait whose last step was small (a latency-bound call) first moves the
+  // connection itself (FifoEnd::drive): once, then for up to ctx_.driveUs. A step that
+  // arrives meanwhile is read by this thread, without waking the proxy and then this
+  // thread. True once `cond` holds. In a stream of large steps the proxy alone moves them,
+  // while this thread computes or sleeps.
   template <typename Cond>
   bool driveUntil(Cond& cond, const FifoEnd& end) {
-    if (cond()) return true;
     end.drive(end.driveArg);
-    if (ctx_.driveUs <= 0 || !lastStepWasSmall(end)) return cond();
+    if (ctx_.driveUs <= 0) return cond();
     const double until = monotonicSec() + ctx_.driveUs * 1e-6;
     for (unsigned round = 1;; ++round) {
       if (cond()) return true;
       if ((round & 7) == 0 && monotonicSec() >= until) return false;
+      yieldToOtherLanes();  // this thread's other lanes move meanwhile
       end.drive(end.driveArg);
     }
   }
   static double monotonicSec();
+  static void yieldToOtherLanes();
   // Whether the step before the current one on `end` was small enough for the waiting
   // thread to move (FifoEnd::kDriveMaxBytes): in a stream of large steps the proxy moves
   // them while this thread computes, and a spinning wait would only take its core.

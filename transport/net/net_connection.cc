@@ -23,6 +23,9 @@ constexpr double kDrainTimeoutSec = 10;    // for the destructor: a peer that st
 constexpr auto kRelayAfter = std::chrono::milliseconds(20);
 // How often a sender looks for its receiver's notes (a recv() each time).
 constexpr auto kTakeEvery = std::chrono::milliseconds(5);
+// Of the proxy's passes that moved nothing on a connection, those that relay its records
+// (with the proxy asleep, a pass every CHORUS_WAIT_SLEEP_US: 160 ms at the default).
+constexpr uint64_t kRelayEveryIdlePasses = 16;
 
 uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
@@ -111,6 +114,12 @@ void NetConnection::start() {
 bool NetConnection::progress() {
   if (busy_.exchange(true, std::memory_order_acquire)) return false;  // an executor drives it now
   const bool moved = progressExclusive();
+  // Relaying is for connections that stand still (a wait that may never end): a pass that
+  // moved nothing, and only every kRelayEveryIdlePasses of those, so that a busy proxy
+  // spends nothing on it.
+  if (!moved && notes_ && ++idlePasses_ % kRelayEveryIdlePasses == 0 &&
+      state_.load(std::memory_order_relaxed) == State::Ready)
+    relayCalls();
   busy_.store(false, std::memory_order_release);
   return moved;
 }
@@ -151,11 +160,7 @@ bool NetConnection::progressExclusive() {
         state_.store(State::Failed);
         return true;
       }
-      {
-        const bool moved = sending_ ? progressSend() : progressRecv();
-        if (notes_ && state_.load(std::memory_order_relaxed) == State::Ready) relayCalls();
-        return moved;
-      }
+      return sending_ ? progressSend() : progressRecv();
     case State::Failed:
       return false;
   }

@@ -16,8 +16,9 @@
 // at a time moves a connection (`busy_`); the other skips it for that pass.
 // Where each end is (StepFifoControl::sender and ::receiver, step_stamps.h) the executors
 // write into their own FIFO; the proxies relay it over the net's notes (Net::sendNote),
-// so that a long wait compares the calls of both ends as on a direct FIFO. A record goes
-// out once it has stayed the same for kRelayAfter (a busy connection sends no notes), and
+// so that a long wait compares the calls of both ends as on a direct FIFO. Only the proxy's
+// passes that moved nothing relay (one in kRelayEveryIdlePasses), and a record goes out once
+// it has stayed the same for kRelayAfter (a busy connection sends no notes), and
 // the sender's is applied at the receiver only once the steps sent before it are in: a
 // record never says that the sender moved on while its steps could still arrive.
 #pragma once
@@ -111,6 +112,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   // the last one sent, when to read the peer's notes next, and a sender's record held
   // until the steps sent before it are in (`heldAfter_`).
   bool notes_ = false;
+  uint64_t idlePasses_ = 0;  // the proxy's passes that moved nothing
   uint64_t seenGeneration_ = 0;
   uint64_t sentGeneration_ = 0;
   std::chrono::steady_clock::time_point seenAt_{};
