@@ -88,14 +88,16 @@ class CpuExec {
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
   // After publishing `counter` (tail or head of `end`): wakes the waits asleep on it
-  // (core/futex.h says why none is lost). A proxied end's connection is then moved by this
-  // thread if it can be (a small step sent right here: no hand-off to the proxy thread,
-  // FifoEnd::drive); otherwise a sleeping proxy is rung: it announces its sleep in
+  // (core/futex.h says why none is lost). After a small step, a proxied end's connection
+  // is then moved by this thread if it can be (the step sent right here, or the freed slot
+  // given to the net: no hand-off to the proxy thread, FifoEnd::drive); a stream of large
+  // steps stays the proxy's, which moves it while this thread computes. Otherwise a
+  // sleeping proxy is rung: it announces its sleep in
   // `proxyAsleep` before its last look at the counters, and the fence in wakeSleepersOf
   // orders the publish before the read of the announcement.
   static void wakeSleepers(const FifoEnd& end, const uint64_t* counter) {
     wakeSleepersOf(counter, &end.ctrl->sleepers);
-    if (end.drive != nullptr && end.drive(end.driveArg)) return;
+    if (end.drive != nullptr && lastStepWasSmall(end) && end.drive(end.driveArg)) return;
     ringProxyIfAsleep(end.ctrl);
   }
   static void ringProxyIfAsleep(const StepFifoControl* ctrl) {
