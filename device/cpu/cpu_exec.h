@@ -92,9 +92,9 @@ class CpuExec {
   // is then moved by this thread if it can be (the step sent right here, or the freed slot
   // given to the net: no hand-off to the proxy thread, FifoEnd::drive); a stream of large
   // steps stays the proxy's, which moves it while this thread computes. Otherwise a
-  // sleeping proxy is rung: it announces its sleep in
-  // `proxyAsleep` before its last look at the counters, and the fence in wakeSleepersOf
-  // orders the publish before the read of the announcement.
+  // sleeping proxy is rung: it announces its sleep in `proxyAsleep` before its last look
+  // at the counters, and the fence in wakeSleepersOf orders the publish before the read of
+  // the announcement.
   static void wakeSleepers(const FifoEnd& end, const uint64_t* counter) {
     wakeSleepersOf(counter, &end.ctrl->sleepers);
     if (end.drive != nullptr && lastStepWasSmall(end) && end.drive(end.driveArg)) return;
