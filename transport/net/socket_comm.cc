@@ -152,7 +152,7 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
     size_t n = 0;
     if (sending()) {
       // A note due here goes before the next header, never inside one.
-      if (controlDone_ == 0 && noteOutPending_ && noteOutAfter_ <= controlSeq_.load(std::memory_order_relaxed)) {
+      if (noteDue()) {
         bool sent = false;
         CHORUS_CHECK(sendQueuedNote(&sent, moved));
         if (!sent) return ncclSuccess;
@@ -211,13 +211,28 @@ ncclResult_t SocketComm::queueNote(const void* note) {
     noteNextPending_ = true;
     return ncclSuccess;
   }
+  startNote(note);
+  return sendNoteIfDue();
+}
+
+void SocketComm::startNote(const void* note) {
   noteOut_.header = {kNoteMagic, 0, kNetNoteBytes};
   memcpy(noteOut_.note, note, kNetNoteBytes);
   noteOutPending_ = true;
   noteOutAfter_ = tailSeq_;
+}
+
+// A send comm's note is due once the headers of the messages posted before it are out, and
+// not inside another header; a receive comm's whenever one is queued.
+bool SocketComm::noteDue() const {
+  return noteOutPending_ &&
+         (!sending() || (controlDone_ == 0 && controlSeq_.load(std::memory_order_relaxed) >= noteOutAfter_));
+}
+
+// Outside progressControl: a send comm with headers still to go sends its note from there, behind them.
+ncclResult_t SocketComm::sendNoteIfDue() {
   bool sent = false, moved = false;
-  // A send comm with headers still to go sends it from progressControl, behind them.
-  if (!sending() || (controlDone_ == 0 && controlSeq_.load(std::memory_order_relaxed) >= noteOutAfter_)) {
+  if (noteDue()) {
     if (ncclResult_t r = sendQueuedNote(&sent, &moved); r != ncclSuccess) return error_ = r;
   }
   return ncclSuccess;
@@ -239,10 +254,7 @@ ncclResult_t SocketComm::sendQueuedNote(bool* sent, bool* moved) {
   *sent = true;
   if (noteNextPending_ && r == ncclSuccess) {
     noteNextPending_ = false;
-    noteOut_.header = {kNoteMagic, 0, kNetNoteBytes};
-    memcpy(noteOut_.note, noteNext_, kNetNoteBytes);
-    noteOutPending_ = true;
-    noteOutAfter_ = tailSeq_;
+    startNote(noteNext_);
   }
   return ncclSuccess;
 }
@@ -299,11 +311,7 @@ void SocketComm::readReverseNotes() {
 ncclResult_t SocketComm::takeNote(void* note, uint64_t* after, bool* got) {
   *got = false;
   if (error_ != ncclSuccess) return error_;
-  bool sent = false, moved = false;
-  if (noteOutPending_ &&
-      (!sending() || (controlDone_ == 0 && controlSeq_.load(std::memory_order_relaxed) >= noteOutAfter_))) {
-    if (ncclResult_t r = sendQueuedNote(&sent, &moved); r != ncclSuccess) return error_ = r;
-  }
+  CHORUS_CHECK(sendNoteIfDue());
   if (sending()) readReverseNotes();
   if (!noteFresh_) return ncclSuccess;
   memcpy(note, noteLatest_, kNetNoteBytes);

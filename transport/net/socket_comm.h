@@ -102,6 +102,10 @@ class SocketComm {
   ncclResult_t progressData(uint32_t index, bool* moved);
   void retire();
   ncclResult_t peerClosed(const TcpStream& stream, const char* what);
+  // Makes `note` the one to send next, behind the messages posted so far.
+  void startNote(const void* note);
+  bool noteDue() const;
+  ncclResult_t sendNoteIfDue();
   // Moves the queued note; `*sent` once all of it is out (or, from a receive comm, dropped).
   ncclResult_t sendQueuedNote(bool* sent, bool* moved);
   // A receive comm, with a note's header in header_: reads its body; `*complete` once in.
