@@ -46,9 +46,11 @@ const CudaDriverApi* cudaDriverApi();
 bool loadCudaDriverApi(const char* library, CudaDriverApi* api, std::string* why);
 
 // Where a buffer lives, as far as the executors care.
+// Eight bytes, the int first: returned in one register, not assembled on the stack byte by
+// byte (a stall on every call's buffer check).
 struct PointerKind {
-  bool device = false;  // device memory the host cannot access (managed memory is host-accessible)
   int ordinal = -1;     // the GPU holding it when `device`; -1 when the driver does not say
+  bool device = false;  // device memory the host cannot access (managed memory is host-accessible)
   // The driver knows it: device, managed, or pinned/registered host memory; a GPU can
   // reach it. Plain pageable host memory is not.
   bool gpuReachable = false;

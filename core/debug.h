@@ -79,7 +79,7 @@ class ScopedLogContext {
 
  private:
   int savedRank_;
-  char savedName_[64];
+  const char* savedName_;  // the enclosing context's: alive as long as this scope
 };
 
 // ncclGetLastError: the last WARN text of this thread, else of the process.

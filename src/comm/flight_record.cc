@@ -5,8 +5,11 @@
 namespace chorus {
 
 double FlightRecord::now() {
+  // The coarse clock: a read of the kernel's last tick, without the precise clock's counter
+  // read and scaling (read twice per call: the precise one cost an 8-byte call a tenth of its
+  // time here, 0.31 against 0.275 us with one rank).
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 

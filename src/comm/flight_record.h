@@ -22,8 +22,8 @@ class FlightRecord {
     int peer = -1;  // Send/Recv: the other rank
     State state = State::Running;
     ncclResult_t result = ncclSuccess;
-    double startSec = 0;  // CLOCK_MONOTONIC
-    double endSec = 0;
+    double startSec = 0;  // CLOCK_MONOTONIC_COARSE: to the kernel's tick (1-10 ms), enough
+    double endSec = 0;    // for a report about calls that stall for seconds
   };
 
   // A call planned to run now (buildLanes).

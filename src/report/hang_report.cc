@@ -77,7 +77,7 @@ void writeReportLocked(const ncclComm& comm, const char* why, const std::string&
     if (e.state == FlightRecord::State::Running) {
       reportLine(rank, "    %-60s running for %.3f s", describeEntry(e).c_str(), now - e.startSec);
     } else {
-      reportLine(rank, "    %-60s %s%s%s after %.3f ms, %.3f s ago", describeEntry(e).c_str(), stateName(e.state),
+      reportLine(rank, "    %-60s %s%s%s after %.0f ms, %.3f s ago", describeEntry(e).c_str(), stateName(e.state),
                  e.state == FlightRecord::State::Failed ? " " : "",
                  e.state == FlightRecord::State::Failed ? ncclGetErrorString(e.result) : "",
                  (e.endSec - e.startSec) * 1e3, now - e.endSec);
