@@ -10,6 +10,7 @@
 #include <iterator>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "core/env.h"
 #include "nccl.h"
@@ -34,15 +35,11 @@ LogConfig gLog;
 
 constexpr size_t kErrorLen = 1024;
 thread_local char tLastError[kErrorLen] = "";
-// The thread's log context: rank and communicator name. A scope points at its
-// communicator's name (alive while the scope is); setLogContext, whose communicator may be
-// gone before the thread, copies the name into tLogCommNameCopy.
-struct LogContext {
+struct LogContext {  // one thread-local: one lookup in each function that sets it
   int rank = -1;
-  const char* commName = "";
+  LogName commName;
 };
 thread_local LogContext tLogContext;
-thread_local char tLogCommNameCopy[64] = "";
 char gLastError[kErrorLen] = "";
 
 struct NamedBit {
@@ -153,8 +150,8 @@ bool logEnabled(LogLevel level, uint64_t subsys) {
 void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int line, const char* fmt, ...) {
   char text[kErrorLen];
   // A named communicator's lines and errors say which one they are about.
-  const char* commName = tLogContext.commName;
-  const int named = commName[0] != '\0' ? snprintf(text, sizeof(text), "comm \"%.63s\": ", commName) : 0;
+  const LogName commName = tLogContext.commName;
+  const int named = commName.empty() ? 0 : snprintf(text, sizeof(text), "comm \"%.63s\": ", commName.c_str());
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(text + named, sizeof(text) - named, fmt, ap);
@@ -191,23 +188,29 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
 
 void setLogSink(LogSink sink) { gLogSink.store(sink, std::memory_order_release); }
 
-void setLogContext(int rank, const char* commName) {
-  snprintf(tLogCommNameCopy, sizeof(tLogCommNameCopy), "%s", commName ? commName : "");
-  tLogContext = LogContext{rank, tLogCommNameCopy};
+LogName::LogName(std::string_view name) {
+  if (name.empty()) return;
+  // Never freed: a program names a handful of communicators, and a context may outlive one.
+  static std::mutex mutex;
+  static std::unordered_set<std::string>* names = new std::unordered_set<std::string>;
+  std::lock_guard<std::mutex> lock(mutex);
+  text_ = names->emplace(name).first->c_str();
 }
-int logRank() { return tLogContext.rank; }
-const char* logCommName() { return tLogContext.commName; }
 
-// Entered and left by every call (several times): two words in and out, no copy of the
-// name (snprintf here cost an 8-byte AllReduce a fifth of its time).
-ScopedLogContext::ScopedLogContext(int rank, const char* commName) {
+void setLogContext(int rank, LogName commName) { tLogContext = LogContext{rank, commName}; }
+int logRank() { return tLogContext.rank; }
+const char* logCommName() { return tLogContext.commName.c_str(); }
+
+// Entered and left several times by every call: two words in and out (an snprintf of the
+// name here cost an 8-byte AllReduce a fifth of its time).
+ScopedLogContext::ScopedLogContext(int rank, LogName commName) {
   LogContext& context = tLogContext;
   savedRank_ = context.rank;
   savedName_ = context.commName;
-  context = LogContext{rank, commName ? commName : ""};
+  context = LogContext{rank, commName};
 }
 
-ScopedLogContext::~ScopedLogContext() { tLogContext = LogContext{savedRank_, savedName_}; }
+ScopedLogContext::~ScopedLogContext() { setLogContext(savedRank_, savedName_); }
 
 const char* lastErrorText() {
   if (tLastError[0] != '\0') return tLastError;

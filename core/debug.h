@@ -12,6 +12,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace chorus {
 
@@ -63,23 +64,39 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
 using LogSink = void (*)(LogLevel level, uint64_t subsys, const char* file, int line, const char* text);
 void setLogSink(LogSink sink);
 
+// A communicator's name (ncclConfig_t.commName) as log contexts hold it: interned for the
+// life of the process, one copy per distinct name, so that a context is two words to set
+// (every call enters several) and a line written after its communicator is gone (an abort
+// from another thread) still reads valid text.
+class LogName {
+ public:
+  LogName() = default;
+  explicit LogName(std::string_view name);  // "" for an empty name
+  const char* c_str() const { return text_; }
+  bool empty() const { return text_[0] == '\0'; }
+  bool operator==(const LogName& other) const { return text_ == other.text_; }  // interned
+
+ private:
+  const char* text_ = "";
+};
+
 // The communicator this thread's lines are about (set while one's call or work runs): its
-// rank in the brackets, and its name (ncclConfig_t.commName), when it has one, before the
-// text of every line and of ncclGetLastError. ScopedLogContext restores the previous one.
-void setLogContext(int rank, const char* commName);
+// rank in the brackets, and its name, when it has one, before the text of every line and
+// of ncclGetLastError. ScopedLogContext restores the previous one.
+void setLogContext(int rank, LogName commName);
 int logRank();
 const char* logCommName();  // "" when none
 
 class ScopedLogContext {
  public:
-  ScopedLogContext(int rank, const char* commName);
+  ScopedLogContext(int rank, LogName commName);
   ~ScopedLogContext();
   ScopedLogContext(const ScopedLogContext&) = delete;
   ScopedLogContext& operator=(const ScopedLogContext&) = delete;
 
  private:
   int savedRank_;
-  const char* savedName_;  // the enclosing context's: alive as long as this scope
+  LogName savedName_;
 };
 
 // ncclGetLastError: the last WARN text of this thread, else of the process.

@@ -21,6 +21,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/debug.h"
 #include "core/futex.h"
 #include "device/common/step_fifo.h"
 #include "nccl.h"
@@ -34,7 +35,7 @@ struct ExecContext {
   // usable (for ncclCommShrink and ncclCommSplit).
   const std::atomic<uint32_t>* revokeFlag = nullptr;
   int rank = -1;
-  std::string commName;   // ncclConfig_t.commName, for the lines this rank's work logs
+  LogName commName;       // ncclConfig_t.commName, for the lines this rank's work logs
   double timeoutSec = 0;  // 0: no timeout
   // Polls before a wait starts yielding. Few when the host runs more ranks than it has
   // cores: the peer being waited for may then need this very core.

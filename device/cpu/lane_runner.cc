@@ -52,7 +52,7 @@ void breakEveryEnd(const CommView& view, BrokenCause cause) {
 void runLaneToEnd(const HostLane& host) {
   const Lane& lane = *host.lane;
   CpuExec exec(*host.ctx);
-  const ScopedLogContext logAs(lane.comm->rank, host.ctx->commName.c_str());  // WARN lines name the lane's rank
+  const ScopedLogContext logAs(lane.comm->rank, host.ctx->commName);  // WARN lines name the lane's rank
   for (const WorkItem& w : lane.items) {
     if (host.ctx->failed()) break;
     runWorkItem(exec, *host.ctx, *lane.comm, w);

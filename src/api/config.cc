@@ -133,7 +133,8 @@ ncclResult_t parseConfig(const ncclConfig_t* user, CommConfig* out, const char* 
       out->netName = net;
     }
     if (hasField(user, offsetof(ncclConfig_t, commName), sizeof(const char*))) {
-      if (const char* name = readPointer(user, offsetof(ncclConfig_t, commName)); name != nullptr) out->commName = name;
+      if (const char* name = readPointer(user, offsetof(ncclConfig_t, commName)); name != nullptr)
+        out->commName = LogName(name);
     }
   }
   out->blocking = blocking != 0;

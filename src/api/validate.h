@@ -27,7 +27,7 @@ ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dty
 class CommLogScope {
  public:
   explicit CommLogScope(const ncclComm* comm) {
-    if (comm != nullptr && isLiveComm(comm)) scope_.emplace(comm->rank, comm->config.commName.c_str());
+    if (comm != nullptr && isLiveComm(comm)) scope_.emplace(comm->rank, comm->config.commName);
   }
 
  private:

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/debug.h"
 #include "device/common/work.h"
 #include "nccl.h"
 #include "src/bootstrap/bootstrap.h"
@@ -60,11 +61,11 @@ struct UserRedOp {
 // What the communicator honours of its ncclConfig_t (src/api/config.h).
 struct CommConfig {
   bool blocking = true;
-  std::string commName;
-  int minChannels = 0;    // minCTAs; 0: unset (NCCL_MIN_NCHANNELS decides)
-  int maxChannels = 0;    // maxCTAs; 0: unset (NCCL_MAX_NCHANNELS decides)
-  int trafficClass = -1;  // 0-255 for this communicator's network connections; -1: the nets' default
-  std::string netName;    // the net its network connections use; "": the process's (NCCL_NET)
+  chorus::LogName commName;  // ncclConfig_t.commName
+  int minChannels = 0;       // minCTAs; 0: unset (NCCL_MIN_NCHANNELS decides)
+  int maxChannels = 0;       // maxCTAs; 0: unset (NCCL_MAX_NCHANNELS decides)
+  int trafficClass = -1;     // 0-255 for this communicator's network connections; -1: the nets' default
+  std::string netName;       // the net its network connections use; "": the process's (NCCL_NET)
 };
 
 // What a rank learns of another rank's copy of a window when it is registered.

@@ -200,7 +200,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   reportSettingsOnce();  // about the process, not this communicator
   // Kept after init, as NCCL's threads do: this thread's later lines name this communicator
   // until another call or work sets its own.
-  setLogContext(comm->rank, comm->config.commName.c_str());
+  setLogContext(comm->rank, comm->config.commName);
   comm->deterministic = envInt("CHORUS_DETERMINISTIC", 0) != 0;
   CHORUS_CHECK(Bootstrap::create(ids, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
   comm->bootstrap->watchRevoke(&comm->revokeFlag);

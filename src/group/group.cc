@@ -98,7 +98,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   GroupLaunch& launch = g.launch;
   launch.clear();
   for (ncclComm* comm : comms) {
-    const ScopedLogContext logAs(comm->rank, comm->config.commName.c_str());
+    const ScopedLogContext logAs(comm->rank, comm->config.commName);
     if (comm->profiler) comm->profiler->beforePlanning(comm->pending);
     if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->pending, launch);
   }
@@ -147,7 +147,7 @@ ncclResult_t runRmaJobs(std::vector<RmaJob>& jobs, bool* inProgress) {
       *inProgress = true;
       continue;
     }
-    const ScopedLogContext logAs(comm->rank, comm->config.commName.c_str());
+    const ScopedLogContext logAs(comm->rank, comm->config.commName);
     comm->activeRuns.fetch_add(1);
     const ncclResult_t r = job.run();
     if (r != ncclSuccess) {
@@ -321,7 +321,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   // long as its slowest communicator. Nothing is executed.
   float estimate = 0;
   for (ncclComm* comm : g.comms) {
-    const ScopedLogContext logAs(comm->rank, comm->config.commName.c_str());
+    const ScopedLogContext logAs(comm->rank, comm->config.commName);
     std::vector<TuneRequest> calls;
     for (const CollOp& op : comm->pending)
       calls.push_back(TuneRequest{collKindOf(op.kind), tunedBytes(comm, op), op.tuning});

@@ -106,7 +106,7 @@ RmaService::~RmaService() {
 
 void RmaService::serve() {
   nameThisThread("NCCL RMA");
-  const ScopedLogContext logAs(comm_->rank, comm_->config.commName.c_str());
+  const ScopedLogContext logAs(comm_->rank, comm_->config.commName);
   uint64_t idleRounds = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool any = false;

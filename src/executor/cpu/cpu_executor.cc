@@ -13,7 +13,7 @@ CpuExecutor::CpuExecutor(const std::atomic<uint32_t>* abortFlag, const std::atom
 }
 
 ncclResult_t CpuExecutor::stage(ncclComm* comm, const std::vector<CollOp>& ops, GroupLaunch& group) {
-  if (ctx_.commName != comm->config.commName) ctx_.commName = comm->config.commName;
+  ctx_.commName = comm->config.commName;
   if (!ctx_.reportStuck)  // the communicator owns this executor: it outlives every wait
     ctx_.reportStuck = [comm](const char* why, const std::string& stuck) { writeHangReport(*comm, why, stuck); };
   lanes_.clear();
