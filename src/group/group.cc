@@ -105,7 +105,8 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   // A profiler's launch events start once everything is staged and stop once the launch
   // has returned: what ran on this thread has completed by then.
   for (ncclComm* comm : comms) {
-    if (comm->profiler && result == ncclSuccess) comm->profiler->launchBegins(comm->pending);
+    if (comm->profiler && result == ncclSuccess)
+      comm->profiler->launchBegins(comm->pending, comm->executorChoice.load() != ExecutorChoice::Cuda);
     comm->pending.clear();
   }
   // Everything is staged before anything starts (cuda_comm.h says why).

@@ -1,5 +1,7 @@
 #include "src/profiler/profiler.h"
 
+#include <time.h>
+
 #include <iterator>
 
 #include "core/debug.h"
@@ -10,7 +12,8 @@ namespace chorus {
 namespace {
 
 // NCCL's rule: an event starts when its bit, or the bit of an event type below it, is set.
-constexpr int kBelowProxy = ncclProfileProxyOp | ncclProfileProxyStep | ncclProfileKernelCh | ncclProfileNetPlugin;
+constexpr int kKernelChWanted = ncclProfileKernelCh | ncclProfileKernelPhase;
+constexpr int kBelowProxy = ncclProfileProxyOp | ncclProfileProxyStep | kKernelChWanted | ncclProfileNetPlugin;
 constexpr int kCeEvents = ncclProfileCeColl | ncclProfileCeSync | ncclProfileCeBatch;
 constexpr int kCollWanted = ncclProfileColl | kBelowProxy;
 constexpr int kP2pWanted = ncclProfileP2p | kBelowProxy;
@@ -75,6 +78,12 @@ const char* protoName(const OpPlacement& p) {
     default:
       return "Unknown";
   }
+}
+
+uint64_t monotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 ncclProfilerEventDescr_v7_t descriptor(uint64_t type, void* parent, int rank) {
@@ -157,10 +166,11 @@ void CommProfiler::beforePlanning(std::vector<CollOp>& ops) {
   for (size_t i = 0; i < ops.size(); ++i) ops[i].profile.placement = &placements_[i];
 }
 
-void CommProfiler::launchBegins(const std::vector<CollOp>& ops) {
+void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
   int mask = 0;
   for (const CollOp& op : ops) mask |= op.profile.mask;
   callEvents_.clear();
+  channelEvents_.clear();
   groupEvent_ = nullptr;
   if ((mask & kGroupWanted) != 0) {
     ncclProfilerEventDescr_v7_t d = descriptor(ncclProfileGroup, nullptr, rank_);
@@ -202,11 +212,30 @@ void CommProfiler::launchBegins(const std::vector<CollOp>& ops) {
     }
     void* handle = nullptr;
     plugin_->startEvent(context_, &handle, d);
-    if (handle != nullptr) callEvents_.push_back(handle);
+    if (handle == nullptr) continue;
+    callEvents_.push_back(handle);
+    if (!onHost || (op.profile.mask & kKernelChWanted) == 0) continue;
+    const uint64_t start = monotonicNs();
+    for (uint8_t channel = 0; channel < nChannels; ++channel) {
+      ncclProfilerEventDescr_v7_t ch = descriptor(ncclProfileKernelCh, handle, rank_);
+      ch.kernelCh = ncclProfilerKernelChDescr_t{channel, start};
+      void* channelEvent = nullptr;
+      plugin_->startEvent(context_, &channelEvent, ch);
+      if (channelEvent != nullptr) channelEvents_.push_back(channelEvent);
+    }
   }
 }
 
 void CommProfiler::launchEnded() {
+  if (!channelEvents_.empty()) {
+    ncclProfilerEventStateArgs_v7_t stop{};
+    stop.kernelCh.pTimer = monotonicNs();
+    for (void* handle : channelEvents_) {
+      plugin_->recordEventState(handle, ncclProfilerKernelChStop, &stop);
+      plugin_->stopEvent(handle);
+    }
+    channelEvents_.clear();
+  }
   for (void* handle : callEvents_) plugin_->stopEvent(handle);
   callEvents_.clear();
   plugin_->stopEvent(groupEvent_);

@@ -15,12 +15,19 @@
 //   Coll/P2p        one call of that launch, with the algorithm, protocol and channels it
 //                   was planned with and a per-communicator sequence number per collective;
 //                   parentObj: its CollApi/P2pApi event; parentGroup: the Group event
+//   KernelCh        one channel a Coll or P2p ran on (channelId), with host buffers only:
+//                   the calling thread runs every channel's lane between the launch's start
+//                   and its end, so each spans the launch; pTimer, at the start and in the
+//                   KernelChStop state recorded before the stop, is CLOCK_MONOTONIC in ns
+//                   (NCCL's is the GPU's global timer, also ns); parentObj: the Coll or P2p
 // (v7 adds the call's userProfilerTag to CollApi, P2pApi, Coll and P2p.)
 // "From its launch to its end": with host buffers the calling thread runs the work, so the
 // events stop once it has completed; with device buffers once it is enqueued on the
-// stream (as NCCL's stop: the kernel runs later). Not emitted: ProxyOp, ProxyStep and
-// ProxyCtrl (the network proxy moves FIFO slots for every communicator of the process and
-// knows no calls), KernelCh, KernelLaunch, NetPlugin, the copy-engine and kernel phase events.
+// stream (as NCCL's stop: the kernel runs later), and no KernelCh (the kernel's channels
+// run later still, and Chorus does not read their GPU timers). Not emitted: ProxyOp,
+// ProxyStep and ProxyCtrl (the network proxy moves FIFO slots for every communicator of the
+// process and knows no calls), KernelLaunch, NetPlugin, the copy-engine and kernel phase
+// events.
 //
 // The activation mask (the plugin's init sets it, and may change it later): an event
 // starts when its own bit, or the bit of an event type below it, is set: NCCL's rule, so
@@ -95,9 +102,10 @@ class CommProfiler {
 
   // A launch of `ops`, in three steps: before they are planned (points them at where the
   // planner writes its choices), once everything is staged (starts Group, Coll and P2p
-  // events), once the launch has returned (stops them).
+  // events, and KernelCh when the calling thread runs the work: `onHost`), once the launch
+  // has returned (stops them).
   void beforePlanning(std::vector<CollOp>& ops);
-  void launchBegins(const std::vector<CollOp>& ops);
+  void launchBegins(const std::vector<CollOp>& ops, bool onHost);
   void launchEnded();
 
  private:
@@ -109,7 +117,8 @@ class CommProfiler {
   uint64_t seqNumbers_[static_cast<int>(WorkKind::Send)] = {};  // per collective, by WorkKind
   std::vector<OpPlacement> placements_;                         // the launch's, by op
   void* groupEvent_ = nullptr;
-  std::vector<void*> callEvents_;  // the launch's Coll and P2p events
+  std::vector<void*> callEvents_;     // the launch's Coll and P2p events
+  std::vector<void*> channelEvents_;  // and their KernelCh events
 };
 
 }  // namespace chorus

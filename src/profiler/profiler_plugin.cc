@@ -35,8 +35,9 @@ std::vector<std::string> candidateFiles(const char* setting) {
   return {name, "libnccl-profiler-" + name + ".so"};
 }
 
-// v4 knows the group, coll and p2p events; their parent is the group event, which v5
-// moved to coll.parentGroup / p2p.parentGroup. False: v4 has no such event.
+// v4 knows the group, coll, p2p and kernel channel events; a coll's or p2p's parent is the
+// group event, which v5 moved to coll.parentGroup / p2p.parentGroup. False: v4 has no such
+// event.
 bool toV4(const ncclProfilerEventDescr_v7_t& d, ncclProfilerEventDescr_v4_t* out) {
   *out = ncclProfilerEventDescr_v4_t{};
   out->type = static_cast<uint8_t>(d.type);
@@ -53,6 +54,10 @@ bool toV4(const ncclProfilerEventDescr_v7_t& d, ncclProfilerEventDescr_v4_t* out
     case ncclProfileP2p:
       out->parentObj = d.p2p.parentGroup;
       out->p2p = {d.p2p.func, d.p2p.buff, d.p2p.datatype, d.p2p.count, d.p2p.peer, d.p2p.nChannels};
+      return true;
+    case ncclProfileKernelCh:
+      out->parentObj = d.parentObj;
+      out->kernelCh = d.kernelCh;
       return true;
     default:
       return false;
@@ -93,6 +98,9 @@ bool toV5Shape(const ncclProfilerEventDescr_v7_t& d, Descr* out) {
       out->p2p = {p.func, p.buff, p.datatype, p.count, p.peer, p.nChannels, p.parentGroup};
       return true;
     }
+    case ncclProfileKernelCh:
+      out->kernelCh = d.kernelCh;
+      return true;
     default:
       return false;  // the events Chorus does not emit are not translated
   }
@@ -150,10 +158,11 @@ void ProfilerPlugin::stopEvent(void* handle) const {
   call([&](const auto& table) { table.stopEvent(handle); });
 }
 
-void ProfilerPlugin::recordEventState(void* handle, ncclProfilerEventState_t state) const {
+void ProfilerPlugin::recordEventState(void* handle, ncclProfilerEventState_t state,
+                                      ncclProfilerEventStateArgs_v7_t* args) const {
   if (handle == nullptr) return;
   call([&](const auto& table) {
-    if (table.recordEventState != nullptr) table.recordEventState(handle, state, nullptr);
+    if (table.recordEventState != nullptr) table.recordEventState(handle, state, args);  // one union in v4-v7
   });
 }
 

@@ -46,7 +46,8 @@ class ProfilerPlugin {
   // plugin's errors are ignored, as NCCL ignores them: profiling never changes a call.
   void startEvent(void* context, void** handle, ncclProfilerEventDescr_v7_t& descr) const;
   void stopEvent(void* handle) const;  // null: nothing to stop
-  void recordEventState(void* handle, ncclProfilerEventState_t state) const;
+  void recordEventState(void* handle, ncclProfilerEventState_t state,
+                        ncclProfilerEventStateArgs_v7_t* args = nullptr) const;
   void finalize(void* context) const;
 
   // The events the plugin asked for (ncclProfile* bits): what its init wrote, or what it

@@ -20,7 +20,7 @@
 namespace chorus_test {
 namespace {
 
-constexpr int kGroup = 1 << 0, kColl = 1 << 1, kGroupApi = 1 << 8, kCollApi = 1 << 9;
+constexpr int kGroup = 1 << 0, kColl = 1 << 1, kKernelCh = 1 << 6, kGroupApi = 1 << 8, kCollApi = 1 << 9;
 
 std::string pluginPath() { return std::string(CHORUS_TEST_PROFILER_PLUGIN_DIR) + "/libnccl-profiler-chorustest.so"; }
 
@@ -125,11 +125,16 @@ TEST(ProfilerModes, NonBlockingCommunicatorLaunchesOnItsWorker) {
     const auto groups = c.ofType(kGroup);
     const auto apis = c.ofType(kCollApi);
     const auto calls = c.ofType(kColl);
-    if (c.finalizes != 1 || groups.size() != 1 || apis.size() != 1 || calls.size() != 1 || c.events.size() != 4) {
-      problems.push_back("expected one GroupApi, CollApi, Group and Coll event and one finalize: " + c.init.line);
+    const auto channels = c.ofType(kKernelCh);  // an 8-byte call runs on one channel
+    if (c.finalizes != 1 || groups.size() != 1 || apis.size() != 1 || calls.size() != 1 || channels.size() != 1 ||
+        c.events.size() != 5) {
+      problems.push_back("expected one GroupApi, CollApi, Group, Coll and KernelCh event and one finalize: " +
+                         c.init.line);
       continue;
     }
     const ProfiledEvent& coll = *calls[0];
+    if (channels[0]->start.field("parent") != coll.id || channels[0]->stopAt > coll.stopAt)
+      problems.push_back("KernelCh event: " + channels[0]->start.line);
     if (coll.start.field("parent") != apis[0]->id || coll.start.field("parentGroup") != groups[0]->id ||
         coll.startAt < groups[0]->startAt || coll.stopAt > groups[0]->stopAt || coll.stops != 1)
       problems.push_back("Coll event: " + coll.start.line);

@@ -3,8 +3,8 @@
 // Send, Recv) and one lone AllReduce produce, on threads and processes, through the v7, v6,
 // v5 and v4 tables: init and finalize once per communicator, one Group event per launch with
 // the calls' events inside it, the parents NCCL gives, the calls' fields (v7: the user tag
-// of an nccl*Config call); which events an activation mask lets through, and a mask changed
-// at run time. The results are checked too: profiling changes nothing.
+// of an nccl*Config call), a KernelCh event per channel each call ran on; which events an
+// activation mask lets through, and a mask changed at run time. The results are checked too: profiling changes nothing.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -25,9 +25,10 @@ namespace {
 
 // NCCL's event type bits (ncclProfile*).
 constexpr int kGroup = 1 << 0, kColl = 1 << 1, kP2p = 1 << 2, kProxyOp = 1 << 3, kProxyCtrl = 1 << 5;
+constexpr int kKernelCh = 1 << 6;
 constexpr int kGroupApi = 1 << 8, kCollApi = 1 << 9, kP2pApi = 1 << 10;
-// recordEventState's GroupApi states.
-constexpr int kGroupStartApiStop = 23, kGroupEndApiStart = 24;
+// recordEventState's GroupApi states, and a kernel channel's end.
+constexpr int kGroupStartApiStop = 23, kGroupEndApiStart = 24, kKernelChStop = 22;
 
 constexpr size_t kGroupedCount = 1024;   // the grouped AllReduce, in place
 constexpr size_t kP2pCount = 300;        // each Send and Recv
@@ -140,9 +141,11 @@ void checkEvents(const ProfiledComm& c, const EventsCase& p, std::vector<std::st
   const std::vector<const ProfiledEvent*> colls = c.ofType(kColl);
   const std::vector<const ProfiledEvent*> p2ps = c.ofType(kP2p);
   const size_t apiEvents = version >= 5 ? 6 : 0;
-  if (groups.size() != 2 || colls.size() != 2 || p2ps.size() != 2 || c.events.size() != 6 + apiEvents) {
+  const size_t channelEvents = 2 + 1 + 1 + 1;  // the grouped AllReduce's two channels, the rest one each
+  if (groups.size() != 2 || colls.size() != 2 || p2ps.size() != 2 || c.events.size() != 6 + apiEvents + channelEvents) {
     fail(std::to_string(c.events.size()) + " events: " + std::to_string(groups.size()) + " Group, " +
-         std::to_string(colls.size()) + " Coll, " + std::to_string(p2ps.size()) + " P2p");
+         std::to_string(colls.size()) + " Coll, " + std::to_string(p2ps.size()) + " P2p, " +
+         std::to_string(c.ofType(kKernelCh).size()) + " KernelCh");
     return;
   }
   const ProfiledEvent* grouped = find(c, kColl, "count", std::to_string(kGroupedCount));
@@ -184,6 +187,23 @@ void checkEvents(const ProfiledComm& c, const EventsCase& p, std::vector<std::st
     // v5 and v6 name the group in parentGroup; v4 makes it the parent.
     const std::string groupLink = calls[i]->start.field(version >= 5 ? "parentGroup" : "parent");
     if (groupLink != groupOf[i]->id) fail("group link " + groupLink + " is not " + groupOf[i]->id);
+  }
+  // Each call's KernelCh events: one per channel it ran on, ids from 0, inside the call's
+  // event; the KernelChStop state before the stop, its time not before the start's.
+  for (const ProfiledEvent* call : {grouped, send, recv, lone}) {
+    std::set<long long> channels;
+    for (const ProfiledEvent* ch : c.ofType(kKernelCh)) {
+      if (ch->start.field("parent") != call->id) continue;
+      channels.insert(ch->start.number("channelId"));
+      if (!inside(*ch, *call)) fail("KernelCh outside its call: " + ch->start.line);
+      const bool stopState =
+          ch->states.size() == 1 && ch->states[0].second == kKernelChStop && ch->states[0].first < ch->stopAt &&
+          ch->stateRecords[0].number("pTimer") >= ch->start.number("pTimer") && ch->start.number("pTimer") > 0;
+      if (!stopState) fail("KernelCh state and times: " + ch->start.line);
+    }
+    std::set<long long> expected;
+    for (long long i = 0; i < call->start.number("nChannels"); ++i) expected.insert(i);
+    if (channels != expected) fail("KernelCh channels of " + call->start.line);
   }
   // v7: the user tag of the call's config, on its API and launch events; 0 without one.
   for (const ProfiledEvent* e : {grouped, send, recv, lone}) {
@@ -270,20 +290,22 @@ TEST_P(ProfilerMaskTest, OnlyWantedEventsAndTheirParentsStart) {
   ScopedEnv env;
   env.set("NCCL_PROFILER_PLUGIN", pluginPath("libnccl-profiler-chorustest.so"));
   env.set("CHORUS_TEST_PROFILER_MASK", std::to_string(p.mask));
+  env.set("NCCL_MIN_NCHANNELS", "2");  // the grouped AllReduce on two channels: five KernelCh in all
   ProfilerLog profile(env);
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, runProfiledCalls));
   std::vector<std::string> problems;
   const std::vector<ProfiledComm> comms = profile.comms(&problems);
   checkInits(comms, 2, 7, &problems);
   for (const ProfiledComm& c : comms) {
-    for (int type : {kGroup, kColl, kP2p, kGroupApi, kCollApi, kP2pApi}) {
-      const size_t expected = (p.emitted & type) != 0 ? 2 : 0;  // two of each: see runProfiledCalls
+    for (int type : {kGroup, kColl, kP2p, kGroupApi, kCollApi, kP2pApi, kKernelCh}) {
+      // Two of each (see runProfiledCalls); KernelCh: one per channel of the four calls.
+      const size_t expected = (p.emitted & type) == 0 ? 0 : type == kKernelCh ? 5 : 2;
       if (c.ofType(type).size() != expected)
         problems.push_back("rank " + c.init.field("rank") + ": " + std::to_string(c.ofType(type).size()) +
                            " events of type " + std::to_string(type) + ", expected " + std::to_string(expected));
     }
     size_t total = 0;
-    for (int type : {kGroup, kColl, kP2p, kGroupApi, kCollApi, kP2pApi}) total += c.ofType(type).size();
+    for (int type : {kGroup, kColl, kP2p, kGroupApi, kCollApi, kP2pApi, kKernelCh}) total += c.ofType(type).size();
     if (total != c.events.size()) problems.push_back("an event of a type Chorus does not emit");
   }
   EXPECT_TRUE(problems.empty()) << joined(problems);
@@ -297,7 +319,10 @@ INSTANTIATE_TEST_SUITE_P(Masks, ProfilerMaskTest,
                                          MaskCase{kGroup, kGroupApi | kGroup}, MaskCase{kCollApi, kGroupApi | kCollApi},
                                          MaskCase{kP2pApi, kGroupApi | kP2pApi}, MaskCase{kGroupApi, kGroupApi},
                                          // ProxyOp is below Coll and P2p: NCCL starts its parents.
-                                         MaskCase{kProxyOp, kAll}),
+                                         MaskCase{kProxyOp, kAll},
+                                         // So is KernelCh, which Chorus emits too.
+                                         MaskCase{kKernelCh, kAll | kKernelCh},
+                                         MaskCase{kColl | kKernelCh, kAll | kKernelCh}),
                          [](const testing::TestParamInfo<MaskCase>& info) {
                            return "Mask0x" + [](int v) {
                              char buf[16];

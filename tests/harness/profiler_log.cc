@@ -136,6 +136,7 @@ std::vector<ProfiledComm> ProfilerLog::comms(std::vector<std::string>* problems)
           if (e->stops++ == 0) e->stopAt = at;
         } else {
           e->states.emplace_back(at, static_cast<int>(r.number("state")));
+          e->stateRecords.push_back(r);
         }
       } else {
         problems->push_back(file + ": unexpected line: " + r.line);

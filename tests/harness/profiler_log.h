@@ -33,6 +33,7 @@ struct ProfiledEvent {
   size_t startAt = 0;                          // line index in its file
   size_t stopAt = std::string::npos;           // npos: never stopped
   std::vector<std::pair<size_t, int>> states;  // (line index, state)
+  std::vector<ProfilerRecord> stateRecords;    // the same states' lines
   int stops = 0;
 };
 

@@ -23,9 +23,10 @@
 //     Coll(2)        func=S count=N datatype=S root=N seq=N algo=S proto=S nChannels=N sendBuff=P recvBuff=P
 //                    [kernelVariant=S isSymColl=N userTag=0xH]
 //     P2p(4)         func=S count=N datatype=S peer=N nChannels=N buff=P [userTag=0xH]
+//     KernelCh(64)   channelId=N pTimer=N
 //   ([...]: v7 only)
 //   stop id=ID
-//   state id=ID state=N
+//   state id=ID state=N [pTimer=N: KernelChStop(22)]
 //   finalize ctx=ID
 #include <unistd.h>
 
@@ -161,6 +162,8 @@ std::string describe(const Descr& d) {
     s += " func=" + text(d.p2p.func) + " count=" + std::to_string(d.p2p.count) + " datatype=" + text(d.p2p.datatype) +
          " peer=" + std::to_string(d.p2p.peer) + " nChannels=" + std::to_string(d.p2p.nChannels) +
          " buff=" + pointer(d.p2p.buff);
+  } else if (d.type == ncclProfileKernelCh) {
+    s += " channelId=" + std::to_string(d.kernelCh.channelId) + " pTimer=" + std::to_string(d.kernelCh.pTimer);
   }
   if constexpr (!kV4) {
     if (d.type == ncclProfileGroupApi) {
@@ -209,8 +212,10 @@ ncclResult_t stopEvent(void* eHandle) {
 }
 
 template <typename Args>
-ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState, Args*) {
-  writeLine("state id=" + eventId(eHandle) + " state=" + std::to_string(static_cast<int>(eState)));
+ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState, Args* args) {
+  std::string line = "state id=" + eventId(eHandle) + " state=" + std::to_string(static_cast<int>(eState));
+  if (eState == ncclProfilerKernelChStop && args != nullptr) line += " pTimer=" + std::to_string(args->kernelCh.pTimer);
+  writeLine(line);
   return ncclSuccess;
 }
 
