@@ -42,6 +42,9 @@ class Executor {
   virtual void abort() = 0;
   // The GPU memory it holds for the communicator, in bytes. Safe from any thread.
   virtual uint64_t gpuMemoryBytes() const = 0;
+  // Whether the work it launches has run, on the calling thread, when GroupLaunch::start
+  // returns (a profiler's per-channel events span that run), or runs later on a device.
+  virtual bool runsOnCallingThread() const = 0;
 };
 
 // One group's staged work, over all its communicators and executors.

@@ -106,7 +106,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   // has returned: what ran on this thread has completed by then.
   for (ncclComm* comm : comms) {
     if (comm->profiler && result == ncclSuccess)
-      comm->profiler->launchBegins(comm->pending, comm->executorChoice.load() != ExecutorChoice::Cuda);
+      comm->profiler->launchBegins(comm->pending, comm->executor->runsOnCallingThread());
     comm->pending.clear();
   }
   // Everything is staged before anything starts (cuda_comm.h says why).

@@ -25,6 +25,7 @@ class CpuExecutor final : public Executor {
   ncclResult_t asyncError(ncclComm*) override { return ncclSuccess; }
   void abort() override {}  // waits watch the communicator's abort flag
   uint64_t gpuMemoryBytes() const override { return 0; }
+  bool runsOnCallingThread() const override { return true; }
 
  private:
   ExecContext ctx_;

@@ -53,6 +53,7 @@ class CudaExecutor final : public Executor {
     const GpuComm* gpu = published_.load(std::memory_order_acquire);
     return gpu ? gpu->deviceBytes() : 0;
   }
+  bool runsOnCallingThread() const override { return false; }  // the kernels run on the stream
 
   ncclResult_t asyncError(ncclComm* comm) override {
     GpuComm* gpu = published_.load(std::memory_order_acquire);
