@@ -36,7 +36,7 @@ void finishStackSwitch(void* fakeStack, const void** bottom, size_t* size) {
 }
 
 struct ThreadFibers {
-  ucontext_t mainContext;
+  FiberContext mainContext;
   const void* mainBottom = nullptr;  // the thread's own stack, as AddressSanitizer reports it
   size_t mainSize = 0;
   std::vector<std::unique_ptr<FiberStack>> stackPool;  // kept between runs: stacks are reused
@@ -71,14 +71,15 @@ FiberStack::~FiberStack() {
   munmap(mapping_, mappingBytes_);
 }
 
-void FiberScheduler::trampoline() {
+void FiberScheduler::fiberMain(void* arg) {
   ThreadFibers& tf = tFibers;
   finishStackSwitch(nullptr, &tf.mainBottom, &tf.mainSize);
-  auto* fiber = static_cast<Fiber*>(tf.current);
+  auto* fiber = static_cast<Fiber*>(arg);
   (*fiber->task)();
   fiber->done = true;
   startStackSwitch(nullptr, tf.mainBottom, tf.mainSize);  // this fiber's frames are gone for good
-  // Returning follows uc_link back to the main context.
+  switchFiber(&fiber->context, &tf.mainContext);          // for the last time: never resumed
+  __builtin_unreachable();
 }
 
 bool FiberScheduler::runAll(std::vector<Task>& tasks) {
@@ -97,13 +98,9 @@ bool FiberScheduler::runAll(std::vector<Task>& tasks) {
   for (size_t i = 0; i < tasks.size(); ++i) {
     Fiber& f = fibers[i];
     f.task = &tasks[i];
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = tf.stackPool[i]->base();
-    f.context.uc_stack.ss_size = tf.stackPool[i]->size();
-    f.context.uc_link = &tf.mainContext;
     f.stackBottom = tf.stackPool[i]->base();
     f.stackSize = tf.stackPool[i]->size();
-    makecontext(&f.context, trampoline, 0);
+    prepareFiber(&f.context, tf.stackPool[i]->base(), tf.stackPool[i]->size(), fiberMain, &f);
   }
   tf.live = static_cast<int>(fibers.size());
   while (tf.live > 0) {
@@ -112,7 +109,7 @@ bool FiberScheduler::runAll(std::vector<Task>& tasks) {
       tf.current = &f;
       void* mainFakeStack = nullptr;
       startStackSwitch(&mainFakeStack, f.stackBottom, f.stackSize);
-      swapcontext(&tf.mainContext, &f.context);
+      switchFiber(&tf.mainContext, &f.context);
       finishStackSwitch(mainFakeStack, nullptr, nullptr);
       tf.current = nullptr;
       if (f.done) --tf.live;
@@ -126,7 +123,7 @@ bool FiberScheduler::yield() {
   if (tf.current == nullptr || tf.live <= 1) return false;
   auto* fiber = static_cast<Fiber*>(tf.current);
   startStackSwitch(&fiber->fakeStack, tf.mainBottom, tf.mainSize);
-  swapcontext(&fiber->context, &tf.mainContext);
+  switchFiber(&fiber->context, &tf.mainContext);
   finishStackSwitch(fiber->fakeStack, &tf.mainBottom, &tf.mainSize);
   return true;
 }

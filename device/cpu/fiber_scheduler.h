@@ -7,11 +7,11 @@
 // together, without extra threads or deadlock.
 #pragma once
 
-#include <ucontext.h>
-
 #include <functional>
 #include <memory>
 #include <vector>
+
+#include "device/cpu/fiber_switch.h"
 
 namespace chorus {
 
@@ -46,14 +46,14 @@ class FiberScheduler {
 
  private:
   struct Fiber {
-    ucontext_t context;
+    FiberContext context;
     Task* task = nullptr;
     bool done = false;
     const void* stackBottom = nullptr;  // its stack, for AddressSanitizer's stack switches
     size_t stackSize = 0;
     void* fakeStack = nullptr;  // AddressSanitizer's while the fiber is switched out
   };
-  static void trampoline();
+  static void fiberMain(void* fiber);
 };
 
 }  // namespace chorus
