@@ -13,9 +13,12 @@ namespace chorus {
 // that stack last switched away (or, for a new fiber, at chorusFiberStart).
 // chorusFiberStart: a new fiber's first return lands here with entry in %r12 and its
 // argument in %r13 (placed by prepareFiber), and the stack 16-byte aligned for the call;
-// its unwind information says it has no caller, so backtraces in a fiber end here.
+// its unwind information says it has no caller, so backtraces in a fiber end here. Global
+// but hidden: never exported, and found by the C++ below even when LTO splits the unit.
 asm(R"(
   .text
+  .globl chorusFiberSwitch
+  .hidden chorusFiberSwitch
   .p2align 4
   .type chorusFiberSwitch,@function
 chorusFiberSwitch:
@@ -42,6 +45,8 @@ chorusFiberSwitch:
   ret
   .size chorusFiberSwitch, .-chorusFiberSwitch
 
+  .globl chorusFiberStart
+  .hidden chorusFiberStart
   .p2align 4
   .type chorusFiberStart,@function
 chorusFiberStart:
