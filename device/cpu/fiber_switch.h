@@ -11,8 +11,8 @@
 // the floating-point control words), nothing more: no signal mask, so no system call. On
 // x86-64 a switch is a few dozen instructions; elsewhere it falls back to ucontext, whose
 // swapcontext saves and restores the signal mask with a system call each time (on x86-64
-// that call was a third of a two-lane launch's time: 5 us for a grouped 8-byte send and
-// receive between two ranks).
+// the ucontext calls and that system call were half the samples of a grouped 8-byte send
+// and receive between two ranks, which took 5 us).
 #pragma once
 
 #include <cstddef>
