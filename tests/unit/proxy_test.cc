@@ -122,12 +122,14 @@ TEST_F(ProxySleepTest, AConnectionThatCannotSayWhatItWaitsForKeepsTheProxyPollin
   polled.canSay = false;
   Proxy& proxy = Proxy::instance();
   const uint64_t sleepsBefore = proxy.sleeps();
-  proxy.add(&quiet);
+  // `polled` first: with `quiet` alone the proxy may sleep before the second add() rings it.
   proxy.add(&polled);
+  proxy.add(&quiet);
   const uint64_t calls = polled.calls.load();
-  EXPECT_TRUE(eventually([&] { return polled.calls.load() > calls + 100; }));
+  const uint64_t quietCalls = quiet.calls.load();
+  EXPECT_TRUE(eventually([&] { return polled.calls.load() > calls + 100 && quiet.calls.load() > quietCalls + 100; }));
+  // Never slept (each attempt announces, finds `polled` unable to say, and takes it back).
   EXPECT_EQ(proxy.sleeps(), sleepsBefore);
-  EXPECT_FALSE(quiet.asleep());
   // Once it can say, the proxy sleeps; a new connection wakes it to be polled.
   polled.canSay = true;
   EXPECT_TRUE(eventually([&] { return quiet.asleep() && polled.asleep(); }));
