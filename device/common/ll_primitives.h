@@ -145,6 +145,7 @@ template <typename T, typename Op, typename Exec, typename Format>
 class LinePrimitives {
  public:
   static constexpr Protocol kProtocol = Format::kProtocol;
+  static constexpr bool kTeamOfOne = Exec::kTeamOfOne;
 
   CHORUS_HD LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op, const CallStamp& call = {})
       : exec_(exec), recv_(recv), send_(send), op_(op), call_(call) {
@@ -171,6 +172,11 @@ class LinePrimitives {
 
   // dst = post(pre(src)): a communicator of one rank, no connection involved.
   CHORUS_HD_OUTLINE void selfCopy(const T* src, T* dst, size_t n) { teamCopy(exec_, dst, src, n, op_, true, true); }
+
+  // dst = post?(pre?(a) (+) pre?(b)): values this rank holds, no connection involved.
+  CHORUS_HD_OUTLINE void localReduce(T* dst, const T* a, const T* b, size_t n, bool preA, bool preB, bool post) {
+    teamReduce(exec_, dst, a, b, n, op_, preA, preB, post);
+  }
 
   // out = pre?(src)
   CHORUS_HD_OUTLINE void send(const T* src, size_t n, bool pre) {

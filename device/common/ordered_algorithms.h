@@ -14,6 +14,9 @@
 // ...) to the ranks that receive it: every rank (AllReduce), the root (Reduce) or the
 // block's owner (ReduceScatter: the blocks one after the other, in one stream of steps).
 //
+// A small AllReduce (ring_algorithms.h's gathers()) instead gathers every rank's value
+// and folds them in this order on each rank: gatherAllReduce, n-1 hops instead of 2(n-1).
+//
 // Step order, the same on both ends of every link: step i's reduction, then the
 // forwarding of step i - lag, where 0 <= lag < the FIFO's slots S. The lag keeps steps of
 // the chain in flight while finals come back around. lag < S is what keeps the ring from
@@ -109,6 +112,12 @@ CHORUS_HD_OUTLINE void orderedCollective(Prims& prims, WorkKind kind, const int*
   if (nranks == 1) {
     prims.selfCopy(src, dst, range.count);
     return;
+  }
+  if constexpr (Prims::kTeamOfOne) {
+    if (kind == WorkKind::AllReduce && gathers<T>(prims, nranks, range.count)) {
+      gatherAllReduce(prims, ring, nranks, src, dst, range.count);  // folds in this very order, in n-1 hops
+      return;
+    }
   }
   const size_t stepElems = prims.maxStepElems();
   const size_t steps = divUp(range.count, stepElems);

@@ -33,6 +33,47 @@ CHORUS_HD_OUTLINE void pairAllReduce(Prims& prims, const T* src, T* dst, size_t 
   prims.recvReduceCopy(src, dst, count);
 }
 
+// Small calls on rings of three or more, on a team of one thread (the CPU executor):
+// every rank's whole input travels once around the ring, n-1 hops where reduce-scatter
+// then all-gather takes 2(n-1), and each rank folds the n values itself in the ring's
+// order from rank 0, ((x0 (+) x1) (+) x2) ... (ranks named by that order; rank order on
+// a ring 0 -> 1 -> ...) with pre() on each and post() once: the same expression on every
+// rank, so every rank gets the same bits, and the deterministic mode's order
+// (ordered_algorithms.h). Each hop carries the whole call where the ring's carry a 1/n
+// block, and the values are held on the thread's stack, so it serves only calls whose n
+// values fit in kGatherAllReduceMaxBytes (measured on the CPU executor: BENCHMARKS.md).
+constexpr size_t kGatherAllReduceMaxBytes = 8192;
+
+// Whether gatherAllReduce takes a channel's `count` elements: the same answer on every
+// rank of the ring (src/tune/tuner.cc models it).
+template <typename T, typename Prims>
+CHORUS_HD bool gathers(const Prims& prims, int nranks, size_t count) {
+  return Prims::kTeamOfOne && nranks > 2 && count > 0 && count <= prims.maxStepElems() &&
+         nranks * count * sizeof(T) <= kGatherAllReduceMaxBytes;
+}
+
+template <typename Prims, typename T>
+CHORUS_HD_OUTLINE void gatherAllReduce(Prims& prims, const int* ring, int nranks, const T* src, T* dst, size_t count) {
+  // Block k holds the pipeline value of the rank k hops downstream (ring[k]). Block 0,
+  // this rank's, is the fold's accumulator instead: its value is read from src, which
+  // dst may alias, until the last fold.
+  alignas(16) unsigned char storage[kGatherAllReduceMaxBytes];
+  T* held = reinterpret_cast<T*>(storage);
+  auto block = [&](int k) { return held + static_cast<size_t>(k) * count; };
+  prims.send(src, count, true);
+  for (int j = 1; j < nranks - 1; ++j) prims.recvCopySend(block(nranks - j), count);
+  prims.recv(block(1), count, false);
+  if (!prims.ok()) return;
+  int zero = 0;  // rank 0's place downstream of this rank
+  while (ring[zero] != 0) ++zero;
+  auto place = [&](int j) { return (zero + j) % nranks; };  // the fold's j-th operand
+  auto value = [&](int j) -> const T* { return place(j) == 0 ? src : block(place(j)); };
+  T* acc = block(0);
+  prims.localReduce(acc, value(0), value(1), count, place(0) == 0, place(1) == 0, false);
+  for (int j = 2; j < nranks - 1; ++j) prims.localReduce(acc, acc, value(j), count, false, place(j) == 0, false);
+  prims.localReduce(dst, acc, value(nranks - 1), count, false, place(nranks - 1) == 0, true);
+}
+
 // Reduce-scatter then all-gather around the ring: 2(n-1) steps per round.
 template <typename Prims, typename T>
 CHORUS_HD_OUTLINE void ringAllReduce(Prims& prims, const int* ring, int nranks, const T* sendbuff, T* recvbuff,
@@ -48,6 +89,12 @@ CHORUS_HD_OUTLINE void ringAllReduce(Prims& prims, const int* ring, int nranks, 
   if (nranks == 2 && count > 0 && count <= stepElems && count * sizeof(T) <= kPairAllReduceMaxBytes) {
     pairAllReduce(prims, src, dst, count);
     return;
+  }
+  if constexpr (Prims::kTeamOfOne) {
+    if (gathers<T>(prims, nranks, count)) {
+      gatherAllReduce(prims, ring, nranks, src, dst, count);
+      return;
+    }
   }
   for (size_t base = 0; base < count && prims.ok(); base += nranks * stepElems) {
     // Balance the round's blocks; round up to 16 elements to keep copies vector-sized.

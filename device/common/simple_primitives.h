@@ -3,8 +3,8 @@
 //
 // Every protocol's primitives class has this interface, so the algorithms
 // (ring_algorithms.h, tree_algorithms.h) are templates over it:
-//   maxStepElems(), ok(), selfCopy, send, copySend, recv, recvReduceSend,
-//   recvReduceCopy, recvReduceCopySend, recvCopySend.
+//   kTeamOfOne, maxStepElems(), ok(), selfCopy, localReduce, send, copySend, recv,
+//   recvReduceSend, recvReduceCopy, recvReduceCopySend, recvCopySend.
 // A primitive reads from every end of its receive PeerSet (reducing them with the
 // rank's own input where it reduces) and writes to every end of its send PeerSet.
 //
@@ -36,6 +36,7 @@ template <typename T, typename Op, typename Exec>
 class SimplePrimitives {
  public:
   static constexpr Protocol kProtocol = Protocol::Simple;
+  static constexpr bool kTeamOfOne = Exec::kTeamOfOne;  // one thread runs the algorithm (team_ops.h)
 
   // `call`: the stamp of the item's call, which every step sent carries and every step
   // received must match (call_stamp.h).
@@ -62,6 +63,11 @@ class SimplePrimitives {
 
   // dst = post(pre(src)): a communicator of one rank, no connection involved.
   CHORUS_HD_OUTLINE void selfCopy(const T* src, T* dst, size_t n) { teamCopy(exec_, dst, src, n, op_, true, true); }
+
+  // dst = post?(pre?(a) (+) pre?(b)): values this rank holds, no connection involved.
+  CHORUS_HD_OUTLINE void localReduce(T* dst, const T* a, const T* b, size_t n, bool preA, bool preB, bool post) {
+    teamReduce(exec_, dst, a, b, n, op_, preA, preB, post);
+  }
 
   // out = pre?(src)
   CHORUS_HD_OUTLINE void send(const T* src, size_t n, bool pre) {

@@ -9,7 +9,7 @@
 
 #include "core/debug.h"
 #include "core/env.h"
-#include "device/common/ring_algorithms.h"  // kPairAllReduceMaxBytes
+#include "device/common/ring_algorithms.h"  // kPairAllReduceMaxBytes, kGatherAllReduceMaxBytes
 #include "src/tune/setting_list.h"
 #include "src/tune/tuner_plugin.h"
 
@@ -64,7 +64,8 @@ CostShape shapeOf(CollKind coll, Algorithm algo, int n, size_t channelBytes) {
         const int depth = ceilLog2(n);
         return {2.0 * depth, 2.0, 2.0 * (depth - 1)};
       }
-      if (n == 2 && channelBytes <= kPairAllReduceMaxBytes) return {1, 1, 0};  // pairAllReduce
+      if (n == 2 && channelBytes <= kPairAllReduceMaxBytes) return {1, 1, 0};               // pairAllReduce
+      if (n > 2 && n * channelBytes <= kGatherAllReduceMaxBytes) return {steps, steps, 0};  // gatherAllReduce
       return {2 * steps, 2 * steps / n, 0};
     case CollKind::ReduceScatter:
     case CollKind::AllGather:

@@ -16,6 +16,8 @@
 //   collective, algorithm   hops            linkBytesPerByte   fillHops
 //   AllReduce, Ring         2(n-1)          2(n-1)/n           0
 //     n == 2, <= 2 KiB/ch.  1               1                  0   (pairAllReduce, per channel share)
+//     n > 2, n·share <= 8 KiB n-1          n-1                0   (gatherAllReduce, CPU executor;
+//                                                                  the model is the CPU's for now)
 //   AllReduce, Tree         2·ceil(log2 n)  2                  2(ceil(log2 n) - 1)
 //   ReduceScatter, Ring     n-1             (n-1)/n            0
 //   AllGather, Ring         n-1             (n-1)/n            0

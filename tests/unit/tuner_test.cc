@@ -250,7 +250,9 @@ TuneConstants lowLatencyLines() {
 }
 
 TEST(TunerChoice, LLForSmallSimpleForLargeWhenLinesHandOffFaster) {
-  const std::vector<size_t> small = {8, 16, 64, 100, 256, 512, 1000, 1024};
+  // Up to 512 B: a 5-rank AllReduce of 1 KiB gathers (4 KiB through each link, at LL's
+  // third of Simple's bandwidth, in half the ring's hops), and LL's cheaper hops no longer pay.
+  const std::vector<size_t> small = {8, 16, 64, 100, 256, 512};
   const std::vector<size_t> large = {size_t(64) << 20, size_t(256) << 20, size_t(1) << 30, size_t(1) << 40};
   for (int n = 1; n <= 16; ++n) {
     const Tuner tuner(topoOf(n), "", "", lowLatencyLines());
@@ -319,6 +321,30 @@ TEST(TunerModel, TwoRankSmallAllReduceTakesOneHop) {
   }
 }
 
+// Rings of three or more gather small AllReduce calls in n-1 hops (gatherAllReduce) while
+// the n values of a channel's share fit kGatherAllReduceMaxBytes; above, the ring's 2(n-1)
+// hops come back. With 4 ranks that makes the ring (3 hops) beat the tree (4) at 8 bytes.
+TEST(TunerModel, SmallAllReduceOnThreeOrMoreRanksTakesNMinusOneHops) {
+  for (int n : {3, 4, 8}) {
+    const Tuner tuner(topoOf(n), "", "");
+    const TuneConstants& k = tuner.constants();
+    for (Protocol p : kProtos) {
+      const int i = static_cast<int>(p);
+      const double hop = tuner.topology().hopLatencyUs * k.hopLatencyFactor[i];
+      const size_t limit = kGatherAllReduceMaxBytes / n;
+      const double bw = tuner.topology().busBwGBs * 1e3 * k.bandwidthFactor[i];
+      EXPECT_NEAR(tuner.estimateUs(CollKind::AllReduce, limit, Algorithm::Ring, p),
+                  k.baseLatencyUs[static_cast<int>(Algorithm::Ring)][i] + (n - 1) * hop + limit * (n - 1) / bw, 1e-9)
+          << n << " ranks, " << protocolName(p);
+      EXPECT_GE(tuner.estimateUs(CollKind::AllReduce, limit + 1, Algorithm::Ring, p) -
+                    tuner.estimateUs(CollKind::AllReduce, limit, Algorithm::Ring, p),
+                (n - 1) * hop * 0.999 - limit * (n - 1) / bw)
+          << n << " ranks, " << protocolName(p);
+    }
+  }
+  EXPECT_EQ(Tuner(topoOf(4), "", "").choose(CollKind::AllReduce, 8).algo, Algorithm::Ring);
+}
+
 // Equal estimates: Simple over LL128 over LL, Ring over Tree.
 TEST(TunerChoice, TiesPreferSimpleThenRing) {
   TuneConstants uniform;
@@ -329,13 +355,13 @@ TEST(TunerChoice, TiesPreferSimpleThenRing) {
     uniform.bandwidthFactor[p] = 1.0;
     uniform.pipelineGrainBytes[p] = 4096;
   }
-  const Tuner all(topoOf(3), "", "", uniform);  // 3 ranks: ring and tree both take 4 hops
+  const Tuner all(topoOf(7), "", "", uniform);  // 7 ranks: a small ring call and the tree both take 6 hops
   ASSERT_EQ(all.estimateUs(CollKind::AllReduce, 0, Algorithm::Tree, Protocol::LL),
             all.estimateUs(CollKind::AllReduce, 0, Algorithm::Ring, Protocol::Simple));
   TuneChoice c = all.choose(CollKind::AllReduce, 0);
   EXPECT_EQ(c.algo, Algorithm::Ring);
   EXPECT_EQ(c.proto, Protocol::Simple);
-  c = Tuner(topoOf(3), "", "^Simple", uniform).choose(CollKind::AllReduce, 0);
+  c = Tuner(topoOf(7), "", "^Simple", uniform).choose(CollKind::AllReduce, 0);
   EXPECT_EQ(c.algo, Algorithm::Ring);
   EXPECT_EQ(c.proto, Protocol::LL128);
   c = Tuner(topoOf(2), "", "LL", uniform).choose(CollKind::Broadcast, 12345);
@@ -373,7 +399,7 @@ TEST(TunerModel, LatencyIsBasePlusHops) {
     const int p = static_cast<int>(proto);
     const double hop = 2.0 * k.hopLatencyFactor[p];
     EXPECT_DOUBLE_EQ(tuner.estimateUs(CollKind::AllReduce, 0, Algorithm::Ring, proto),
-                     k.baseLatencyUs[ring][p] + 8 * hop);
+                     k.baseLatencyUs[ring][p] + 4 * hop);  // a small call gathers: n-1 hops
     EXPECT_DOUBLE_EQ(tuner.estimateUs(CollKind::AllReduce, 0, Algorithm::Tree, proto),
                      k.baseLatencyUs[tree][p] + 2 * 3 * hop);  // ceil(log2 5) = 3, up and down
     EXPECT_DOUBLE_EQ(tuner.estimateUs(CollKind::AllGather, 0, Algorithm::Ring, proto),
