@@ -49,8 +49,9 @@ const OpCase kOps[] = {{"sum", ncclFloat32, ncclSum, false},
                        {"max of signed zeros", ncclFloat32, ncclMax, true},
                        {"int32 avg", ncclInt32, ncclAvg, false}};
 
-// Up to 2048 elements: above the gather's limit at every rank count (8 KiB of values).
-const size_t kCounts[] = {1, 7, 64, 255, 256, 257, 512, 1000, 2048};
+// Up to 4096 elements: above the gather's limit at every rank count (8 KiB of values)
+// and above one step of every protocol with the test FIFOs.
+const size_t kCounts[] = {1, 7, 64, 255, 256, 257, 512, 1000, 2048, 2049, 4096};
 
 #define CHECK_NCCL(call, what)                                               \
   do {                                                                       \
