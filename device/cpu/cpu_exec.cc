@@ -130,12 +130,7 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
     }
     if (now >= state->nextCheck) {
       state->nextCheck = now + 1.0;
-      if (!peerAlive(end.peerAlive, end.peerProcessId)) {
-        WARN("Rank %d: peer rank %d (pid %d) has exited while this rank waited for it", ctx_.rank, end.peer,
-             end.peerPid);
-        ctx_.setError(ncclRemoteError);
-        return Wait::kStop;
-      }
+      if (!peerAlive(end.peerAlive, end.peerProcessId)) return Wait::kPeerExited;
       if (ctx_.timeoutSec > 0 && now - state->start > ctx_.timeoutSec) {
         WARN("Rank %d: timed out: no progress from peer rank %d for %.0f s (CHORUS_TIMEOUT): %s; giving up", ctx_.rank,
              end.peer, ctx_.timeoutSec, describeWait(end).c_str());
@@ -176,7 +171,12 @@ CpuExec::Wait CpuExec::keepWaiting(const FifoEnd& end, WaitState* state) {
   return Wait::kGoOn;
 }
 
-void CpuExec::reportBroken(const FifoEnd& end) {
+void CpuExec::reportGone(const FifoEnd& end, Wait why) {
+  if (why == Wait::kPeerExited) {
+    WARN("Rank %d: peer rank %d (pid %d) has exited while this rank waited for it", ctx_.rank, end.peer, end.peerPid);
+    ctx_.setError(ncclRemoteError);
+    return;
+  }
   const uint32_t cause = __atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE);
   if (cause == kBrokenByMismatch) {
     WARN("Rank %d: peer rank %d found that the ranks' calls do not match (its WARN names both); this call failed",

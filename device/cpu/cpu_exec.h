@@ -150,7 +150,8 @@ class CpuExec {
     }
     WaitState state;
     while (!cond()) {
-      switch (keepWaiting(end, &state)) {
+      const Wait result = keepWaiting(end, &state);
+      switch (result) {
         case Wait::kGoOn:
           break;
         case Wait::kSleep: {
@@ -168,10 +169,11 @@ class CpuExec {
         case Wait::kStop:
           return false;
         case Wait::kBroken:
-          // A connection breaks after delivering what was sent (a peer that closed when
-          // done): the step waited for may have landed just before.
+        case Wait::kPeerExited:
+          // A connection breaks, and a peer exits, after delivering what it sent (a peer
+          // that closed when done): the step waited for may have landed just before.
           if (cond()) return true;
-          reportBroken(end);
+          reportGone(end, result);
           return false;
       }
     }
@@ -220,10 +222,11 @@ class CpuExec {
     long sleepUs = 0;           // how long the next sleep may last (kSleep)
     uint64_t waitsEndedAt = 0;  // tWaitsEnded when this wait last looked
   };
-  enum class Wait { kGoOn, kSleep, kStop, kBroken };
+  enum class Wait { kGoOn, kSleep, kStop, kBroken, kPeerExited };
   // Yields or naps once, or says to sleep on the counter (kSleep); kStop when the wait
-  // must end (abort, dead peer, timeout, failure elsewhere; the error is recorded),
-  // kBroken when the connection is marked broken.
+  // must end (abort, timeout, failure elsewhere; the error is recorded), kBroken when the
+  // connection is marked broken, kPeerExited when the peer's process is gone (neither
+  // recorded yet: what was waited for may have come first).
   Wait keepWaiting(const FifoEnd& end, WaitState* state);
   // The low word of the counter `end` waits for (head when sending, tail when receiving).
   static const uint32_t* counterWord(const FifoEnd& end) {
@@ -233,7 +236,8 @@ class CpuExec {
   // Sleeps until the counter's low word is no longer `seen`, a wake-up, or `us`.
   void sleepOn(const FifoEnd& end, uint32_t seen, long us);
   static void ringProxy(uint32_t bell);
-  void reportBroken(const FifoEnd& end);
+  // Records why a wait ended on kBroken or kPeerExited, with its WARN.
+  void reportGone(const FifoEnd& end, Wait why);
   // A wait that will not end: the hang report, once per context.
   void reportStuck(const FifoEnd& end, const char* why);
 
