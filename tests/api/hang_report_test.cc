@@ -91,13 +91,14 @@ TEST(HangReport, AbortOfAStuckCallWritesTheReport) {
         ncclComm_t comm = nullptr;
         if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init failed");
         std::vector<float> v(1024, 1.0f);
-        if (rank == 1) {  // never joins
-          std::this_thread::sleep_for(std::chrono::seconds(4));
+        if (rank == 1) {  // never joins; aborts after rank 0's abort, so no broken connection ends rank 0's wait first
+          std::this_thread::sleep_for(std::chrono::seconds(6));
           ncclCommAbort(comm);
           return RankOutcome::pass();
         }
+        // A report is written for a wait older than 1 s: 2 s of margin for a loaded machine.
         std::thread aborter([comm] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+          std::this_thread::sleep_for(std::chrono::seconds(3));
           ncclCommAbort(comm);
         });
         const ncclResult_t r = ncclBroadcast(v.data(), v.data(), v.size(), ncclFloat32, 1, comm, nullptr);

@@ -327,7 +327,9 @@ TEST(OneSided, AbortEndsAWait) {
   for (int r = 0; r < 2; ++r) ncclCommWindowRegister(comms[r], window[r].data(), 4096, &win[r], 0);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   std::thread aborter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Late enough that the wait has begun, on a loaded machine too: an abort that comes
+    // before the call enters frees the communicator the call is handed (a caller's race).
+    std::this_thread::sleep_for(std::chrono::seconds(2));
     EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
   });
   const auto start = Clock::now();

@@ -33,7 +33,7 @@ int settleAt(int target, double seconds, Count count) {
 
 TEST(UniqueId, UnusedIdsShareOneThreadAndCloseTheirSocketsAtTheTimeout) {
   ScopedEnv env;
-  env.set("CHORUS_BOOTSTRAP_TIMEOUT", "1");
+  env.set("CHORUS_BOOTSTRAP_TIMEOUT", "3");  // the 50 must still be open when counted, on a loaded machine too
   RankOutcome outcome = runInChildProcess([] {
     int version = 0;
     ncclGetVersion(&version);  // whatever the library starts at its first call is not the roots'
@@ -48,9 +48,9 @@ TEST(UniqueId, UnusedIdsShareOneThreadAndCloseTheirSocketsAtTheTimeout) {
       return RankOutcome::fail("50 unused ids hold " + std::to_string(threadsWhileOpen - threads) + " threads");
     if (listenersWhileOpen != listeners + 50)
       return RankOutcome::fail("50 ids hold " + std::to_string(listenersWhileOpen - listeners) + " listeners");
-    const int listenersAfter = settleAt(listeners, 5.0, listeningSockets);
+    const int listenersAfter = settleAt(listeners, 8.0, listeningSockets);
     if (listenersAfter != listeners)
-      return RankOutcome::fail(std::to_string(listenersAfter - listeners) + " listeners left 5 s after a 1 s timeout");
+      return RankOutcome::fail(std::to_string(listenersAfter - listeners) + " listeners left 8 s after a 3 s timeout");
     const int threadsAfter = settleAt(threads, 2.0, threadsOfThisProcess);
     if (threadsAfter != threads)
       return RankOutcome::fail("the root thread did not end with the last root: " + std::to_string(threadsAfter) +

@@ -1,7 +1,8 @@
 """DDP's gradient buckets are all-reduced while backward is still running.
 
-Two ranks; rank 1 holds its backward back at the start (0.3 s), so rank 0's first bucket
-cannot complete before then, and both spend 0.1 s in backward below the upper layers.
+Two ranks; rank 1 holds its backward back at the start (1.5 s), so rank 0's first bucket
+cannot complete before then, and both spend 0.5 s in backward below the upper layers
+(margins of a second or so: a loaded 2-core machine can starve a thread for tenths of one).
 Rank 0 records when backward computes its last gradient (the first layer's weight). The bucket's AllReduce must have started before that moment
 and finished after it: backward went on while the AllReduce was in flight."""
 import time
@@ -36,8 +37,8 @@ class Slow(torch.nn.Module):
 
 def check_overlap(rank, world):
     torch.manual_seed(0)
-    # The Slow layer keeps backward busy for 0.1 s after the upper layers' bucket is ready.
-    net = torch.nn.Sequential(torch.nn.Linear(64, 512), Slow(0.1), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+    # The Slow layer keeps backward busy for 0.5 s after the upper layers' bucket is ready.
+    net = torch.nn.Sequential(torch.nn.Linear(64, 512), Slow(0.5), torch.nn.ReLU(), torch.nn.Linear(512, 512),
                               torch.nn.ReLU(), torch.nn.Linear(512, 1))
     last_grad_at = []
     net[0].weight.register_hook(lambda g: last_grad_at.append(time.monotonic()))
@@ -45,7 +46,7 @@ def check_overlap(rank, world):
     x = torch.randn(32, 64)
     for step in range(3):
         model.zero_grad()
-        out = Delay.apply(model(x), 0.3 if rank == 1 else 0.0)
+        out = Delay.apply(model(x), 1.5 if rank == 1 else 0.0)
         began = time.monotonic()
         out.sum().backward()
     if rank != 0:

@@ -270,7 +270,8 @@ TEST(BootstrapTest, JunkAtARootIsSummedUpNotWarnedOneByOne) {
   const SocketAddress rootAt = listener.address();
   const uint64_t secret = 0x1234;
   WarnCatcher catcher;
-  std::thread root([&] { (void)runBootstrapRoot(std::move(listener), secret, 4); });  // outlives the loop
+  // Outlives the loop (20 round trips, seconds on a loaded machine), ends before the summary's 10 s interval.
+  std::thread root([&] { (void)runBootstrapRoot(std::move(listener), secret, 8); });
   LegacyRootHello clearSecret{};
   clearSecret.secret = secret;
   clearSecret.nranks = 2;

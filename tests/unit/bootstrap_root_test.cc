@@ -66,11 +66,12 @@ TEST(BootstrapTest, RootGivesUpAfterItsTimeout) {
   auto start = Clock::now();
   ncclResult_t result = ncclSuccess;
   clearLastError();  // the root's WARN comes from its own thread: read through to the process's last error
-  std::thread root([&] { result = runBootstrapRoot(std::move(listener), 1, 1); });
+  // 2 s: the report's handshake must end within the root's timeout, on a loaded machine too.
+  std::thread root([&] { result = runBootstrapRoot(std::move(listener), 1, 2); });
   Socket reporter = provenReport(rootAt, 1, hello);
   root.join();
   EXPECT_EQ(result, ncclSystemError);
-  EXPECT_LT(secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 5.0);
   EXPECT_NE(strstr(lastErrorText(), "1 of 2 ranks"), nullptr) << lastErrorText();
 
   static std::atomic<int> warns{0};
@@ -113,18 +114,18 @@ TEST(BootstrapTest, UnusedIdsShareOneThreadAndCloseQuietlyAtTheirTimeout) {
   const int threadsBefore = chorus_test::threadsOfThisProcess();
   const int listenersBefore = chorus_test::listeningSockets();
   WarnCatcher catcher;
-  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "1", 1);
+  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "3", 1);  // the 50 must still be open when counted, on a loaded machine too
   std::vector<ncclUniqueId> ids(50);
   for (auto& id : ids) ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
   unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
   EXPECT_LE(chorus_test::threadsOfThisProcess(), threadsBefore + 1);
   EXPECT_GE(chorus_test::listeningSockets(), listenersBefore + 50);
   int listeners = chorus_test::listeningSockets();
-  for (auto start = Clock::now(); listeners > listenersBefore && secondsSince(start) < 5.0;) {
+  for (auto start = Clock::now(); listeners > listenersBefore && secondsSince(start) < 8.0;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     listeners = chorus_test::listeningSockets();
   }
-  EXPECT_LE(listeners, listenersBefore) << "the unused roots did not close at their 1 s timeout";
+  EXPECT_LE(listeners, listenersBefore) << "the unused roots did not close at their 3 s timeout";
   EXPECT_LE(chorus_test::threadsOfThisProcess(), threadsBefore + 1);
   EXPECT_EQ(catcher.warns(), 0) << catcher.last();
 }
