@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "harness/links.h"
+#include "harness/order_sensitive.h"
 #include "harness/protocol_settings.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
@@ -28,30 +29,18 @@
 namespace chorus_test {
 namespace {
 
-// Rank r's value for element i of tensor `seed`: a few significant bits at exponents from
-// 2^-20 to 2^20, so that small terms vanish against large ones depending on the order.
-template <typename T>
-T valueOf(int rank, size_t i, uint32_t seed) {
-  uint64_t h = (static_cast<uint64_t>(seed) << 40) ^ (static_cast<uint64_t>(rank) << 32) ^ i;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 29;
-  const double mantissa = static_cast<double>(static_cast<int>(h % 2001) - 1000) / 7.0;
-  return static_cast<T>(std::ldexp(mantissa, static_cast<int>((h >> 16) % 41) - 20));
-}
-
 template <typename T>
 std::vector<T> valuesOf(int rank, size_t count, uint32_t seed) {
   std::vector<T> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = valueOf<T>(rank, i, seed);
+  for (size_t i = 0; i < count; ++i) v[i] = orderSensitiveValue<T>(rank, i, seed);
   return v;
 }
 
 // The fold in rank order: what every element must be, bit for bit.
 template <typename T>
 T foldOf(int nranks, size_t i, uint32_t seed) {
-  T acc = valueOf<T>(0, i, seed);
-  for (int r = 1; r < nranks; ++r) acc = acc + valueOf<T>(r, i, seed);
+  T acc = orderSensitiveValue<T>(0, i, seed);
+  for (int r = 1; r < nranks; ++r) acc = acc + orderSensitiveValue<T>(r, i, seed);
   return acc;
 }
 
@@ -71,12 +60,6 @@ std::string compareWithFold(const char* what, const T* data, size_t count, int n
   }
   return "";
 }
-
-#define CHECK_NCCL(call, what)                                               \
-  do {                                                                       \
-    const ncclResult_t r_ = (call);                                          \
-    if (r_ != ncclSuccess) return std::string(what) + ": " + resultName(r_); \
-  } while (0)
 
 // The tensor alone, out of place and in place.
 template <typename T>

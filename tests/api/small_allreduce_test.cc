@@ -8,7 +8,6 @@
 // (SumPostDiv, exact: checked against the value too), over P2P, SHM and NET, every protocol.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "harness/links.h"
+#include "harness/order_sensitive.h"
 #include "harness/protocol_settings.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
@@ -24,16 +24,15 @@
 namespace chorus_test {
 namespace {
 
-// Floats with a few significant bits at exponents from 2^-20 to 2^20 (and signed zeros
-// for max), so that a different order of the same operands changes some result bits.
+// Order-sensitive floats, or signed zeros for max (where the operand order decides).
 float floatOf(int rank, size_t i, uint32_t seed, bool zeros) {
-  uint64_t h = (static_cast<uint64_t>(seed) << 40) ^ (static_cast<uint64_t>(rank) << 32) ^ i;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 29;
-  if (zeros) return (h & 1) ? -0.0f : 0.0f;
-  const double mantissa = static_cast<double>(static_cast<int>(h % 2001) - 1000) / 7.0;
-  return static_cast<float>(std::ldexp(mantissa, static_cast<int>((h >> 16) % 41) - 20));
+  if (zeros) return (mixOf(rank, i, seed) & 1) ? -0.0f : 0.0f;
+  return orderSensitiveValue<float>(rank, i, seed);
+}
+
+// Rank `rank`'s int32 element i of tensor `seed`: sums of 8 of them stay in range.
+int32_t intOf(int rank, size_t i, uint32_t seed) {
+  return static_cast<int32_t>((i * 7919 + rank * 104729 + seed) % 2000003) - 1000001;
 }
 
 struct OpCase {
@@ -53,19 +52,13 @@ const OpCase kOps[] = {{"sum", ncclFloat32, ncclSum, false},
 // and above one step of every protocol with the test FIFOs.
 const size_t kCounts[] = {1, 7, 64, 255, 256, 257, 512, 1000, 2048, 2049, 4096};
 
-#define CHECK_NCCL(call, what)                                               \
-  do {                                                                       \
-    const ncclResult_t r_ = (call);                                          \
-    if (r_ != ncclSuccess) return std::string(what) + ": " + resultName(r_); \
-  } while (0)
-
 // One call, out of place or in place; "" when every rank got rank 0's bits (and, for the
 // integer avg, the exact value).
 std::string oneCall(const RankContext& rc, const OpCase& c, size_t count, bool inPlace, uint32_t seed) {
   std::vector<uint32_t> send(count), recv(count);  // 4-byte elements: float or int32
   for (size_t i = 0; i < count; ++i) {
     if (c.type == ncclInt32) {
-      send[i] = static_cast<uint32_t>(static_cast<int32_t>((i * 7919 + rc.rank * 104729 + seed) % 2000003) - 1000001);
+      send[i] = static_cast<uint32_t>(intOf(rc.rank, i, seed));
     } else {
       const float f = floatOf(rc.rank, i, seed, c.zeros);
       std::memcpy(&send[i], &f, sizeof(f));
@@ -87,7 +80,7 @@ std::string oneCall(const RankContext& rc, const OpCase& c, size_t count, bool i
   // Rebuild every rank's element i, sum exactly, divide as NCCL does.
   for (size_t i = 0; i < count; ++i) {
     int64_t sum = 0;
-    for (int r = 0; r < rc.nranks; ++r) sum += static_cast<int32_t>((i * 7919 + r * 104729 + seed) % 2000003) - 1000001;
+    for (int r = 0; r < rc.nranks; ++r) sum += intOf(r, i, seed);
     const int32_t expected = static_cast<int32_t>(sum / rc.nranks);  // NCCL: sum, then divide (truncating)
     if (static_cast<int32_t>(out[i]) != expected)
       return what + ": element " + std::to_string(i) + " is " + std::to_string(static_cast<int32_t>(out[i])) +

@@ -76,6 +76,14 @@ std::string resultName(ncclResult_t result);
 
 }  // namespace chorus_test
 
+// In a function that returns why it failed ("" for nothing): returns "what: <result>"
+// when `call` does not return ncclSuccess.
+#define CHECK_NCCL(call, what)                                                              \
+  do {                                                                                      \
+    const ncclResult_t r_ = (call);                                                         \
+    if (r_ != ncclSuccess) return std::string(what) + ": " + ::chorus_test::resultName(r_); \
+  } while (0)
+
 #define EXPECT_RANKS_OK(launchResult)                                  \
   do {                                                                 \
     const ::chorus_test::LaunchResult& chorusLaunch_ = (launchResult); \
