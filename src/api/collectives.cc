@@ -35,8 +35,8 @@ struct Call {
   const char* rootName = "root";
 };
 
-ncclResult_t validate(const Call& c, ncclComm* comm) {
-  CHORUS_CHECK(checkComm(comm, c.func));
+ncclResult_t validate(const Call& c, const CommCall& held, ncclComm* comm) {
+  CHORUS_CHECK(held.check(c.func));
   CHORUS_CHECK(checkReady(comm, c.func));
   CHORUS_CHECK(checkDatatype(c.dtype, c.func));
   if (c.reduces) CHORUS_CHECK(checkRedOp(comm, c.op, c.dtype, c.func));
@@ -60,10 +60,10 @@ ncclResult_t validate(const Call& c, ncclComm* comm) {
 // group the call is in (NCCL 2.31 runs the rest of the group). The plain forms pass no
 // config and pay one branch for it.
 ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const ncclCollConfig_t* config = nullptr) {
-  const CommLogScope logAs(comm);
+  const CommCall held(comm);
   CallTuning tuning;
   if (config != nullptr) CHORUS_CHECK(readCollConfig(config, collKindOf(c.kind), c.func, &tuning));
-  ncclResult_t r = validate(c, comm);
+  ncclResult_t r = validate(c, held, comm);
   if (r != ncclSuccess) {
     groupRecordError(r);
     return r;
@@ -72,7 +72,7 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
   INFO(kSubsysColl, "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p [nranks=%d] stream %p",
        c.func, c.sendbuff, static_cast<void*>(c.recvbuff), c.count, typeName(c.dtype), static_cast<int>(c.op), c.root,
        static_cast<void*>(comm), comm->nranks, static_cast<void*>(stream));
-  // CHORUS_FAULT: after an error here the communicator may be gone (an abort ended a stall).
+  // CHORUS_FAULT: a rule may fail the call here (an abort ended its stall, it broke the communicator).
   if (r = faultAtCall(comm, faultCallOf(c.kind)); r != ncclSuccess) {
     groupRecordError(r);
     return r;
@@ -87,10 +87,10 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
 template <typename Record>
 ncclResult_t submitGrouped(const Call& c, FaultCall faultCall, ncclComm* comm, const ncclCollConfig_t* config,
                            Record&& record) {
-  const CommLogScope logAs(comm);
+  const CommCall held(comm);
   CallTuning unused;
   CHORUS_CHECK(readCollConfig(config, CollKind::SendRecv, c.func, &unused));
-  ncclResult_t r = validate(c, comm);
+  ncclResult_t r = validate(c, held, comm);
   if (r != ncclSuccess) {
     groupRecordError(r);
     return r;

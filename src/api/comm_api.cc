@@ -59,11 +59,28 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId>
       comm.release();
       return r;
     }
-    unregisterComm(raw);  // from here on an abort on another thread finds it gone
+    // From here on an abort on another thread finds it gone. (Nothing else closes a
+    // communicator under set-up; if something did, it frees it.)
+    if (!closeComm(raw)) {
+      comm.release();
+      *newcomm = nullptr;
+      return r;
+    }
   }
+  waitForCallsToLeave(raw);  // another thread's query of the published handle
   *newcomm = nullptr;
   groupForget(raw);  // a set-up still queued in this thread's group goes with it
   return r;          // `comm` is freed here: the set-up failed or was aborted
+}
+
+// A destroy or abort that found the communicator closed by another thread between its
+// check and its claim (that thread's destroy or abort, or its failed set-up, frees it).
+ncclResult_t closedMeanwhile(const ncclComm* comm, const char* func) {
+  WARN(
+      "%s: invalid usage: communicator %p (rank %d) is being freed by another thread (destroyed, aborted, or its "
+      "set-up failed)",
+      func, static_cast<const void*>(comm), comm->rank);
+  return ncclInvalidUsage;
 }
 
 // NCCL 2.30's ncclCommProperties_t (nccl_device.h, not in nccl.h): like ncclConfig_t it
@@ -140,13 +157,18 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   CHORUS_CHECK(bootstrapGetUniqueId(&id));
   groupStart();
   ncclResult_t r = ncclSuccess;
-  for (int i = 0; i < ndev && r == ncclSuccess; ++i)
+  std::vector<uint64_t> serials(ndev, 0);
+  for (int i = 0; i < ndev && r == ncclSuccess; ++i) {
     r = initRank(&comms[i], ndev, {id}, i, devlist ? devlist[i] : i, nullptr, func);
+    if (comms[i]) serials[i] = comms[i]->serial;
+  }
   ncclResult_t end = groupEnd();
   if (r == ncclSuccess) r = end;
   if (r != ncclSuccess) {
     for (int i = 0; i < ndev; ++i) {
-      if (comms[i] && isLiveComm(comms[i])) delete comms[i];
+      // False: it was freed already (a set-up aborted from another thread), maybe with a
+      // new communicator at its address since, which the serial tells apart.
+      if (comms[i]) freeComm(comms[i], serials[i]);
       comms[i] = nullptr;
     }
   }
@@ -155,8 +177,8 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;  // as NCCL
-  CHORUS_CHECK(checkComm(comm, "ncclCommFinalize"));
-  const CommLogScope logAs(comm);
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommFinalize"));
   if (comm->revokeFlag.load() != 0) {
     WARN("ncclCommFinalize: invalid argument: communicator %p (rank %d) was revoked; destroy it instead",
          static_cast<void*>(comm), comm->rank);
@@ -180,7 +202,8 @@ ncclResult_t pncclCommFinalize(ncclComm_t comm) {
 
 ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
-  CHORUS_CHECK(checkComm(comm, "ncclCommDestroy"));
+  CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommDestroy"));
   if (groupHolds(comm)) {
     WARN(
         "ncclCommDestroy: invalid usage: communicator %p (rank %d) has calls queued in this thread's open group; "
@@ -197,7 +220,12 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
           static_cast<void*>(comm), comm->rank);
       return ncclInvalidUsage;
     }
+    if (!closeComm(comm)) return closedMeanwhile(comm, "ncclCommDestroy");
   }
+  held.release();
+  // Calls other threads are inside finish first (as NCCL's destroy, which waits for the
+  // communicator's work); then its non-blocking work.
+  waitForCallsToLeave(comm);
   if (comm->worker) comm->worker->waitIdle();
   INFO(kSubsysInit, "comm %p rank %d nRanks %d - Destroy COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
   delete comm;
@@ -206,14 +234,11 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t pncclCommAbort(ncclComm_t comm) {
   if (comm == nullptr) return ncclSuccess;
-  CHORUS_CHECK(checkComm(comm, "ncclCommAbort"));
+  CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommAbort"));
   groupForget(comm);  // calls queued in this thread's open group are dropped
   {
     std::lock_guard<std::mutex> lock(commLifecycleMutex());
-    if (!isLiveComm(comm)) {  // its failed set-up freed it meanwhile (initRank)
-      WARN("ncclCommAbort: invalid argument: communicator %p is gone (its set-up failed)", static_cast<void*>(comm));
-      return ncclInvalidArgument;
-    }
     if (comm->initThreads > 0) {
       // Its set-up runs on another thread, which sees the flag, stops, and frees it.
       comm->abandoned = true;
@@ -222,14 +247,12 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
            static_cast<void*>(comm), comm->rank, comm->nranks);
       return ncclSuccess;
     }
-    if (comm->claimedByAbort) {
-      WARN("ncclCommAbort: invalid usage: communicator %p (rank %d) is already being aborted by another thread",
-           static_cast<void*>(comm), comm->rank);
-      return ncclInvalidUsage;
-    }
-    comm->claimedByAbort = true;
+    if (!closeComm(comm)) return closedMeanwhile(comm, "ncclCommAbort");
   }
-  comm->haltWork(comm->abortFlag);  // the memory stays until every thread has left its work
+  held.release();
+  // Calls on other threads see the flag, stop waiting and leave; then the memory goes.
+  comm->haltWork(comm->abortFlag);
+  waitForCallsToLeave(comm);
   INFO(kSubsysInit, "comm %p rank %d nRanks %d - Abort COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks);
   delete comm;  // the worker sees the flag, stops waiting, and is joined
   return ncclSuccess;
@@ -237,8 +260,8 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
   const char* func = "ncclCommSuspend";
-  CHORUS_CHECK(checkComm(comm, func));
-  const CommLogScope logAs(comm);
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   // As NCCL (2.31): NCCL_SUSPEND_MEM suspends; flags without it are a successful no-op.
   if ((flags & NCCL_SUSPEND_MEM) == 0) {
     INFO(kSubsysInit, "%s: comm %p rank %d: flags 0x%x lack NCCL_SUSPEND_MEM; nothing to do", func,
@@ -268,8 +291,8 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
 }
 
 ncclResult_t pncclCommResume(ncclComm_t comm) {
-  CHORUS_CHECK(checkComm(comm, "ncclCommResume"));
-  const CommLogScope logAs(comm);
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommResume"));
   if (!comm->suspended.exchange(false)) {
     WARN("ncclCommResume: invalid usage: communicator %p (rank %d) is not suspended", static_cast<void*>(comm),
          comm->rank);
@@ -280,8 +303,8 @@ ncclResult_t pncclCommResume(ncclComm_t comm) {
 
 ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   const char* func = "ncclCommMemStats";
-  CHORUS_CHECK(checkComm(comm, func));
-  const CommLogScope logAs(comm);
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkNotNull(value, "value", func));
   const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
   // All of it is the CUDA executor's image of the connections, which stays while suspended.
@@ -303,7 +326,8 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
 }
 
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
-  CHORUS_CHECK(checkComm(comm, "ncclCommCount"));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommCount"));
   CHORUS_CHECK(checkReady(comm, "ncclCommCount"));
   CHORUS_CHECK(checkNotNull(count, "count", "ncclCommCount"));
   *count = comm->nranks;
@@ -311,7 +335,8 @@ ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
 }
 
 ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
-  CHORUS_CHECK(checkComm(comm, "ncclCommCuDevice"));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommCuDevice"));
   CHORUS_CHECK(checkReady(comm, "ncclCommCuDevice"));
   CHORUS_CHECK(checkNotNull(device, "device", "ncclCommCuDevice"));
   *device = comm->cudaDev;
@@ -319,7 +344,8 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
 }
 
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
-  CHORUS_CHECK(checkComm(comm, "ncclCommUserRank"));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommUserRank"));
   CHORUS_CHECK(checkReady(comm, "ncclCommUserRank"));
   CHORUS_CHECK(checkNotNull(rank, "rank", "ncclCommUserRank"));
   *rank = comm->rank;
@@ -329,7 +355,8 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
 // What the communicator offers the device-side API: none of it (no device communicator,
 // no multicast, no GIN, no load-store team), but host RMA on windows (ncclPutSignal).
 ncclResult_t pncclCommQueryProperties(ncclComm_t comm, CommProperties* props) {
-  CHORUS_CHECK(checkComm(comm, "ncclCommQueryProperties"));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommQueryProperties"));
   CHORUS_CHECK(checkReady(comm, "ncclCommQueryProperties"));
   CHORUS_CHECK(checkNotNull(props, "props", "ncclCommQueryProperties"));
   if (props->magic != NCCL_API_MAGIC || props->size <= kPropertiesHeader) {
@@ -352,7 +379,8 @@ ncclResult_t pncclCommQueryProperties(ncclComm_t comm, CommProperties* props) {
 }
 
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-  CHORUS_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check("ncclCommGetAsyncError"));
   CHORUS_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
   // A kernel's failure is seen here, as NCCL reports a device-side error, and sticks.
   Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);

@@ -107,11 +107,12 @@ void revokeWork(ncclComm* comm) {
 }
 
 // Every color but NCCL_SPLIT_NOCOLOR is an ordinary one, negative ones too (as NCCL).
-ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+ncclResult_t split(const CommCall& held, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                   ncclConfig_t* config) {
   const char* func = "ncclCommSplit";
   CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
   *newcomm = nullptr;
-  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkHealthy(comm, func));
   CommConfig parsed;
   CHORUS_CHECK(childConfig(comm, config, &parsed, func));
@@ -120,12 +121,12 @@ ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncc
       [comm, color, key](SplitPlacement* placement) { return exchangeSplit(comm, color, key, placement); }, newcomm);
 }
 
-ncclResult_t shrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-                    ncclConfig_t* config, int shrinkFlags) {
+ncclResult_t shrink(const CommCall& held, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                    ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   const char* func = "ncclCommShrink";
   CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
   *newcomm = nullptr;
-  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(held.check(func));
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
     WARN("%s: invalid argument: shrinkFlags 0x%x is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT", func,
          shrinkFlags);
@@ -167,10 +168,10 @@ ncclResult_t shrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCoun
 }
 
 // Grow, on an existing rank (the new ranks join with ncclCommInitRankConfig's path).
-ncclResult_t growExisting(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
-                          ncclConfig_t* config) {
+ncclResult_t growExisting(const CommCall& held, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config) {
   const char* func = "ncclCommGrow";
-  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(held.check(func));
   if (rank != -1) {
     WARN("%s: invalid argument: rank %d given by an existing rank (rank %d of comm %p keeps its rank: pass -1)", func,
          rank, comm->rank, static_cast<void*>(comm));
@@ -193,12 +194,12 @@ ncclResult_t growExisting(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqu
       newcomm);
 }
 
-ncclResult_t grow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
-                  ncclConfig_t* config) {
+ncclResult_t grow(const CommCall& held, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                  ncclComm_t* newcomm, ncclConfig_t* config) {
   const char* func = "ncclCommGrow";
   CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
   *newcomm = nullptr;
-  if (comm != nullptr) return growExisting(comm, nRanks, uniqueId, rank, newcomm, config);
+  if (comm != nullptr) return growExisting(held, comm, nRanks, uniqueId, rank, newcomm, config);
   // A new rank: it joins as ncclCommInitRank would, at the rank it names.
   CHORUS_CHECK(checkNotNull(uniqueId, "uniqueId (a new rank needs the id)", func));
   if (rank < 0 || rank >= nRanks) {
@@ -214,7 +215,8 @@ extern "C" {
 
 ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
   const char* func = "ncclCommGetUniqueId";
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkNotNull(uniqueId, "uniqueId", func));
   // A root of this rank's own, fresh per call, whatever NCCL_COMM_ID says (that is the parent's).
   return bootstrapGetUniqueId(uniqueId, RootPlacement::kFresh);
@@ -222,20 +224,20 @@ ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
 
 ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
-  const CommLogScope logAs(comm);
-  return groupRecorded(grow(comm, nRanks, uniqueId, rank, newcomm, config));
+  const CommCall held(comm);
+  return groupRecorded(grow(held, comm, nRanks, uniqueId, rank, newcomm, config));
 }
 
 // An argument refused inside a group fails the group's end too, as in NCCL.
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  const CommLogScope logAs(comm);
-  return groupRecorded(split(comm, color, key, newcomm, config));
+  const CommCall held(comm);
+  return groupRecorded(split(held, comm, color, key, newcomm, config));
 }
 
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags) {
-  const CommLogScope logAs(comm);
-  return groupRecorded(shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
+  const CommCall held(comm);
+  return groupRecorded(shrink(held, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
 }
 
 // Local, as in NCCL: revoking NULL is a no-op, a communicator is revoked once, and a
@@ -244,8 +246,8 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
 ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   const char* func = "ncclCommRevoke";
   if (comm == nullptr) return ncclSuccess;
-  const CommLogScope logAs(comm);
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   if (revokeFlags != NCCL_REVOKE_DEFAULT) {
     WARN("%s: invalid argument: revokeFlags 0x%x must be NCCL_REVOKE_DEFAULT (0)", func, revokeFlags);
     return ncclInvalidArgument;

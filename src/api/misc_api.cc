@@ -122,7 +122,8 @@ ncclResult_t pncclMemFree(void* ptr) {
 // on the CPU executor a registration is only recorded and checked.
 ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   const char* func = "ncclCommRegister";
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkNotNull(buff, "buff", func));
   CHORUS_CHECK(checkNotNull(handle, "handle", func));
   if (size == 0) {
@@ -137,7 +138,8 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
 
 ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   const char* func = "ncclCommDeregister";
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkNotNull(handle, "handle", func));
   std::lock_guard<std::mutex> lock(comm->regMutex);
   auto* reg = static_cast<Registration*>(handle);
@@ -155,7 +157,8 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
 ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                        ncclScalarResidence_t residence, ncclComm_t comm) {
   const char* func = "ncclRedOpCreatePreMulSum";
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkNotNull(op, "op", func));
   CHORUS_CHECK(checkNotNull(scalar, "scalar", func));
   // NCCL answers an unknown datatype here with ncclInternalError (measured, 2.29 to 2.31).
@@ -185,7 +188,8 @@ ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTy
 
 ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   const char* func = "ncclRedOpDestroy";
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   const int index = static_cast<int>(op) - ncclNumOps;
   if (static_cast<int>(op) >= 0 && static_cast<int>(op) < ncclNumOps) {
     WARN("%s: invalid argument: op %d is a built-in op and cannot be destroyed", func, static_cast<int>(op));

@@ -8,17 +8,15 @@
 
 namespace chorus {
 
-ncclResult_t checkComm(const ncclComm* comm, const char* func) {
-  if (comm == nullptr) {
+ncclResult_t CommCall::check(const char* func) const {
+  if (pin_) return ncclSuccess;
+  if (requested_ == nullptr) {
     WARN("%s: invalid argument: comm is NULL", func);
     return ncclInvalidArgument;
   }
-  if (!isLiveComm(comm)) {
-    WARN("%s: invalid usage: comm %p is not a live communicator (destroyed or never created)", func,
-         static_cast<const void*>(comm));
-    return ncclInvalidUsage;
-  }
-  return ncclSuccess;
+  WARN("%s: invalid usage: comm %p is not a live communicator (destroyed or never created)", func,
+       static_cast<const void*>(requested_));
+  return ncclInvalidUsage;
 }
 
 ncclResult_t checkNotNull(const void* ptr, const char* arg, const char* func) {

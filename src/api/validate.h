@@ -11,8 +11,6 @@
 
 namespace chorus {
 
-// Null, destroyed, or not a Chorus communicator: ncclInvalidArgument / ncclInvalidUsage.
-ncclResult_t checkComm(const ncclComm* comm, const char* func);
 ncclResult_t checkNotNull(const void* ptr, const char* arg, const char* func);
 ncclResult_t checkDatatype(ncclDataType_t dtype, const char* func);
 ncclResult_t checkRank(int value, int nranks, const char* arg, const char* func);
@@ -22,15 +20,23 @@ ncclResult_t checkCount(size_t count, ncclDataType_t dtype, size_t factor, const
 // checked when the call is planned).
 ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* func);
 
-// For the length of a call on `comm`: its lines and errors carry the communicator's rank
-// and name (core/debug.h), when `comm` is a live communicator.
-class CommLogScope {
+// An API call's hold on its communicator, for the length of the call: a pin, so that an
+// abort or destroy on another thread waits until the call has left (comm_registry.h), and
+// the call's lines and errors carry the communicator's rank and name (core/debug.h).
+class CommCall {
  public:
-  explicit CommLogScope(const ncclComm* comm) {
-    if (comm != nullptr && isLiveComm(comm)) scope_.emplace(comm->rank, comm->config.commName);
+  explicit CommCall(ncclComm* comm) : requested_(comm), pin_(comm) {
+    if (pin_) scope_.emplace(comm->rank, comm->config.commName);
   }
+  // ncclSuccess when the communicator is held. Else a WARN naming `func`, and
+  // ncclInvalidArgument for NULL, ncclInvalidUsage for a destroyed (or never created) one.
+  ncclResult_t check(const char* func) const;
+  // Lets go of the communicator early (its destroy, once it has closed it).
+  void release() { pin_.release(); }
 
  private:
+  const ncclComm* requested_;
+  CommPin pin_;
   std::optional<ScopedLogContext> scope_;
 };
 

@@ -45,8 +45,9 @@ ncclResult_t shareOrDrop(ncclComm* comm, ncclWindow_vidmem* window, ncclWindow_t
 }
 
 // The checks every one-sided call makes of its communicator and signal.
-ncclResult_t checkRmaCall(ncclComm* comm, int peer, int sigIdx, int ctx, unsigned int flags, const char* func) {
-  CHORUS_CHECK(checkComm(comm, func));
+ncclResult_t checkRmaCall(const CommCall& held, ncclComm* comm, int peer, int sigIdx, int ctx, unsigned int flags,
+                          const char* func) {
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkReady(comm, func));
   CHORUS_CHECK(checkRank(peer, comm->nranks, "peer", func));
   if (sigIdx != 0 || ctx != 0) {
@@ -107,10 +108,10 @@ extern "C" {
 
 ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
   const char* func = "ncclCommWindowRegister";
-  const CommLogScope logAs(comm);
+  const CommCall held(comm);
   CHORUS_CHECK(checkNotNull(win, "win", func));
   *win = nullptr;
-  CHORUS_CHECK(checkComm(comm, func));
+  CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkReady(comm, func));
   CHORUS_CHECK(checkNotNull(buff, "buff", func));
   if (size == 0) {
@@ -144,7 +145,8 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, n
 
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   const char* func = "ncclCommWindowDeregister";
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   if (win == nullptr) return ncclSuccess;  // as NCCL: what a registration without a window returned
   std::lock_guard<std::mutex> lock(comm->regMutex);
   WindowList::iterator it;
@@ -157,7 +159,8 @@ ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUse
   const char* func = "ncclWinGetUserPtr";
   CHORUS_CHECK(checkNotNull(outUserPtr, "outUserPtr", func));
   *outUserPtr = nullptr;
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   if (win == nullptr) return ncclSuccess;  // NULL window, NULL pointer (NCCL 2.31)
   std::lock_guard<std::mutex> lock(comm->regMutex);
   WindowList::iterator it;
@@ -170,8 +173,8 @@ ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t 
                             ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
                             ncclComm_t comm, cudaStream_t) {
   const char* func = "ncclPutSignal";
-  const CommLogScope logAs(comm);
-  CHORUS_CHECK(checkRmaCall(comm, peer, sigIdx, ctx, flags, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(checkRmaCall(held, comm, peer, sigIdx, ctx, flags, func));
   CHORUS_CHECK(checkDatatype(datatype, func));
   CHORUS_CHECK(checkCount(count, datatype, 1, func));
   const size_t bytes = count * typeSize(datatype);
@@ -193,23 +196,23 @@ ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t 
 
 ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t) {
   const char* func = "ncclSignal";
-  const CommLogScope logAs(comm);
-  CHORUS_CHECK(checkRmaCall(comm, peer, sigIdx, ctx, flags, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(checkRmaCall(held, comm, peer, sigIdx, ctx, flags, func));
   RmaService* rma = comm->rma.get();
   return enqueueRma(comm, RmaPhase::kBeforeCollectives, [=] { return rma->put(peer, std::nullopt, true); });
 }
 
 ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t) {
   const char* func = "ncclWaitSignal";
-  const CommLogScope logAs(comm);
-  CHORUS_CHECK(checkComm(comm, func));
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
   if (nDesc < 0 || (nDesc > 0 && signalDescs == nullptr)) {
     WARN("%s: invalid argument: nDesc %d with signalDescs %p", func, nDesc, static_cast<void*>(signalDescs));
     return ncclInvalidArgument;
   }
   std::vector<ncclWaitSignalDesc_t> descs(signalDescs, signalDescs + nDesc);
   for (const ncclWaitSignalDesc_t& d : descs) {
-    CHORUS_CHECK(checkRmaCall(comm, d.peer, d.sigIdx, d.ctx, 0, func));
+    CHORUS_CHECK(checkRmaCall(held, comm, d.peer, d.sigIdx, d.ctx, 0, func));
     if (d.opCnt < 0) {
       WARN("%s: invalid argument: opCnt %d for peer rank %d is negative", func, d.opCnt, d.peer);
       return ncclInvalidArgument;

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
-#include <unordered_set>
 
 #include "core/env.h"
 #include "src/enqueue/plan.h"
@@ -14,7 +13,13 @@
 #include "src/profiler/profiler.h"
 #include "src/rma/rma_service.h"
 
-ncclComm::ncclComm() : plan(std::make_unique<chorus::PlanLanes>()) { chorus::registerComm(this); }
+namespace {
+std::atomic<uint64_t> gNextSerial{1};
+}  // namespace
+
+ncclComm::ncclComm() : serial(gNextSerial.fetch_add(1)), plan(std::make_unique<chorus::PlanLanes>()) {
+  chorus::registerComm(this);
+}
 
 ncclComm::~ncclComm() {
   worker.reset();  // joins: no job may run while the connections go away
@@ -99,13 +104,6 @@ void ncclComm::refreshView() {
 namespace chorus {
 namespace {
 
-std::mutex gRegistryMutex;
-std::atomic<const ncclComm*> gLastLive{nullptr};  // the latest communicator found live; cleared on its removal
-std::unordered_set<const ncclComm*>& registry() {
-  static std::unordered_set<const ncclComm*> live;
-  return live;
-}
-
 uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
   for (unsigned char c : s) {
     h ^= c;
@@ -119,33 +117,6 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
 std::mutex& commLifecycleMutex() {
   static std::mutex mutex;
   return mutex;
-}
-
-void registerComm(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(gRegistryMutex);
-  registry().insert(comm);
-}
-
-void unregisterComm(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(gRegistryMutex);
-  registry().erase(comm);
-  const ncclComm* removed = comm;
-  gLastLive.compare_exchange_strong(removed, nullptr);
-}
-
-void forEachLiveComm(const std::function<void(const ncclComm&)>& visit) {
-  std::lock_guard<std::mutex> lock(gRegistryMutex);
-  for (const ncclComm* comm : registry())
-    if (comm->magic == ncclComm::kMagic) visit(*comm);
-}
-
-bool isLiveComm(const ncclComm* comm) {
-  // Every call checks its communicator; a loop over one communicator skips the lock.
-  if (comm != nullptr && comm == gLastLive.load(std::memory_order_acquire)) return true;
-  std::lock_guard<std::mutex> lock(gRegistryMutex);
-  const bool live = registry().count(comm) != 0 && comm->magic == ncclComm::kMagic;
-  if (live) gLastLive.store(comm, std::memory_order_release);
-  return live;
 }
 
 uint64_t localHostHash() {

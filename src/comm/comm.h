@@ -16,6 +16,7 @@
 #include "nccl.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/async_worker.h"
+#include "src/comm/comm_registry.h"
 #include "src/comm/flight_record.h"
 #include "src/comm/trees.h"
 #include "src/enqueue/op.h"
@@ -93,6 +94,10 @@ struct ncclWindow_vidmem {
 struct ncclComm {
   static constexpr uint64_t kMagic = 0x43686f7275734321ull;  // "ChorusC!"
   uint64_t magic = kMagic;
+  // This process's number for the communicator: a group holding calls of it across the
+  // calls' pins recognises it by this (comm_registry.h), since a freed address can be reused.
+  const uint64_t serial;
+  std::atomic<int> calls{0};  // pins held on it: API calls and group ends inside it now
 
   int rank = 0;
   int nranks = 0;
@@ -123,11 +128,9 @@ struct ncclComm {
   // chorus::commLifecycleMutex()): while a set-up is under way (initThreads: from before
   // ncclCommInitRank* publishes the handle until it returns, and on a group's set-up thread),
   // an abort only sets the flag and marks it `abandoned`, and the set-up's thread frees it. A
-  // failed set-up unregisters it under the mutex first, so a late abort finds it gone.
-  // `claimedByAbort`: an abort is under way (a second one is refused).
+  // failed set-up closes it (closeComm) under the mutex first, so a late abort finds it gone.
   int initThreads = 0;
   bool abandoned = false;
-  bool claimedByAbort = false;
   // ncclSuccess, ncclInProgress while init or async work runs, or the sticky error.
   std::atomic<int> asyncResult{ncclSuccess};
   std::mutex asyncMutex;  // orders asyncResult updates with asyncJobs
@@ -223,14 +226,6 @@ namespace chorus {
 
 // Orders ncclCommAbort with a communicator's set-up on another thread (ncclComm::abandoned).
 std::mutex& commLifecycleMutex();
-
-// Live communicators, so that a destroyed handle is recognised rather than used.
-void registerComm(ncclComm* comm);
-void unregisterComm(ncclComm* comm);
-// Calls `visit` for every live communicator of the process, under the registry's lock (so
-// none is freed meanwhile; `visit` must not create or destroy one).
-void forEachLiveComm(const std::function<void(const ncclComm&)>& visit);
-bool isLiveComm(const ncclComm* comm);
 
 // The work of ncclCommInitRank* after argument checks: bootstrap, peer exchange,
 // channels and their connections. Runs on the caller (blocking) or the worker.

@@ -317,7 +317,7 @@ ncclResult_t fireFaults(ncclComm* comm, FaultCall call) {
     if (!matches(s.rules[i], call, ofKind, ofAll)) continue;
     const bool first = s.fired[i].fetch_add(1) == 0;
     const ncclResult_t r = act(comm, s.rules[i], describeCall(call, ofKind, ofAll), first);
-    if (r != ncclSuccess) return r;  // the communicator may be gone already (an abort ended a stall)
+    if (r != ncclSuccess) return r;  // an abort ended a stall, or the rule broke the communicator
   }
   return ncclSuccess;
 }

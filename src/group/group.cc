@@ -34,6 +34,11 @@ struct GroupState {
   std::vector<RmaJob> rmaBefore;  // one-sided calls (RmaPhase), in call order
   std::vector<RmaJob> rmaAfter;
   GroupApiEvent groupApi;  // a profiler plugin's event for this outermost group
+  // The communicators an open group holds work of, with their serials. Between the calls
+  // that queued the work and the group's end, another thread may destroy one; the end pins
+  // each (comm_registry.h) and holds the pins while it runs.
+  std::vector<std::pair<ncclComm*, uint64_t>> held;
+  std::vector<CommPin> pins;
   // Scratch of launchGroup and runBlocking, kept so that a warm call allocates nothing.
   std::vector<ncclComm*> blocking;
   GroupLaunch launch;
@@ -43,6 +48,50 @@ thread_local GroupState tGroup;
 // This thread's group state, looked up once per API call: behind an opaque call, GCC
 // otherwise recomputes the thread-local address (__tls_get_addr) at every use.
 [[gnu::noinline]] GroupState& currentGroup() { return tGroup; }
+
+// Inside an open group, notes that the group holds work of `comm` (a lone call's pin
+// covers its implicit group).
+void hold(GroupState& g, ncclComm* comm) {
+  if (g.depth == 0) return;
+  for (const auto& entry : g.held)
+    if (entry.first == comm) return;
+  g.held.emplace_back(comm, comm->serial);
+}
+
+// Drops the group's work of `comm` without touching the communicator.
+void forgetWorkOf(GroupState& g, const ncclComm* comm) {
+  auto ofComm = [comm](const auto& job) { return job.comm == comm; };
+  std::erase(g.comms, comm);
+  std::erase_if(g.inits, ofComm);
+  std::erase_if(g.rmaBefore, ofComm);
+  std::erase_if(g.rmaAfter, ofComm);
+}
+
+// At the outermost group end: pins every communicator the group holds work of. One that
+// another thread destroyed meanwhile loses its work (its memory is not touched) and fails
+// the group, as a refused call inside it would.
+void pinHeld(GroupState& g) {
+  g.pins.clear();
+  for (const auto& [comm, serial] : g.held) {
+    CommPin pin(comm, serial);
+    if (pin) {
+      g.pins.push_back(std::move(pin));
+      continue;
+    }
+    WARN(
+        "ncclGroupEnd: invalid usage: communicator %p was destroyed or aborted by another thread while this thread's "
+        "group held calls of it; the group's work is dropped",
+        static_cast<void*>(comm));
+    forgetWorkOf(g, comm);
+    if (g.error == ncclSuccess) g.error = ncclInvalidUsage;
+  }
+  g.held.clear();
+}
+
+// Lets go of this thread's pin on `comm` before it is freed here.
+void unpin(GroupState& g, const ncclComm* comm) {
+  std::erase_if(g.pins, [comm](const CommPin& pin) { return pin.get() == comm; });
+}
 
 // What a blocking communicator's state becomes after one of its set-up jobs returned `r`.
 // A job of the parent's (split, shrink, grow, window registration) that found the ranks
@@ -206,11 +255,8 @@ ncclResult_t launchGroup(GroupState& g) {
   for (const InitJob& job : g.inits) {
     if (job.kind != InitKind::kOwn || !job.comm->config.blocking || !job.comm->abandoned) continue;
     std::erase(g.comms, job.comm);
-    {
-      std::lock_guard<std::mutex> lock(commLifecycleMutex());
-      unregisterComm(job.comm);
-    }
-    delete job.comm;
+    unpin(g, job.comm);
+    freeComm(job.comm);  // false: a destroy on another thread closed it first, and frees it
   }
   g.inits.clear();
   if (const ncclResult_t r = runRmaJobs(g.rmaBefore, &inProgress); result == ncclSuccess) result = r;
@@ -290,14 +336,18 @@ ncclResult_t groupEnd() {
   }
   if (--g.depth > 0) return ncclSuccess;
   GroupApiEnd apiEnd(g.groupApi);
+  pinHeld(g);
+  ncclResult_t result;
   if (g.error != ncclSuccess) {
-    ncclResult_t error = g.error;
+    result = g.error;
     g.error = ncclSuccess;
     dropPending(g);
-    WARN("ncclGroupEnd: a call inside the group failed (%s); the group's work was dropped", ncclGetErrorString(error));
-    return error;
+    WARN("ncclGroupEnd: a call inside the group failed (%s); the group's work was dropped", ncclGetErrorString(result));
+  } else {
+    result = launchGroup(g);
   }
-  return launchGroup(g);
+  g.pins.clear();
+  return result;
 }
 
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
@@ -318,6 +368,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
     return ncclInvalidUsage;
   }
   GroupApiEnd apiEnd(g.groupApi);
+  pinHeld(g);
   // Every communicator's calls run concurrently with the others': the group takes as
   // long as its slowest communicator. Nothing is executed.
   float estimate = 0;
@@ -337,11 +388,14 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   g.depth = 0;
   if (result != ncclSuccess) {
     dropPending(g);
+    g.pins.clear();
     return result;
   }
   info->estimatedTime = estimate;
   INFO(kSubsysTuning, "ncclGroupSimulateEnd: estimated %.2f us", estimate);
-  return g.inits.empty() ? ncclSuccess : launchGroup(g);  // pending inits still happen
+  if (!g.inits.empty()) result = launchGroup(g);  // pending inits still happen
+  g.pins.clear();
+  return result;
 }
 
 void groupRecordError(ncclResult_t result) {
@@ -371,8 +425,10 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
     groupRecordError(r);
     return r;
   }
-  if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
+  if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end()) {
     g.comms.push_back(comm);
+    hold(g, comm);
+  }
   comm->pending.push_back(op);
   if (comm->profiler) comm->profiler->recordCall(g.groupApi, g.depth + 1, comm->pending.back());
   if (g.depth > 0) return ncclSuccess;
@@ -385,6 +441,7 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
   if (g.depth > 0) {
     comm->asyncResult.store(ncclInProgress);
     g.inits.push_back(InitJob{comm, std::move(init), kind});
+    hold(g, comm);
     return ncclSuccess;
   }
   if (!comm->config.blocking) {
@@ -401,6 +458,7 @@ ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult
     return r;
   }
   (phase == RmaPhase::kBeforeCollectives ? g.rmaBefore : g.rmaAfter).push_back(RmaJob{comm, std::move(job)});
+  hold(g, comm);
   if (g.depth > 0) return ncclSuccess;
   return launchGroup(g);
 }
@@ -416,12 +474,9 @@ bool groupHolds(const ncclComm* comm) {
 
 void groupForget(ncclComm* comm) {
   GroupState& g = currentGroup();
-  auto ofComm = [comm](const auto& job) { return job.comm == comm; };
-  std::erase(g.comms, comm);
+  forgetWorkOf(g, comm);
+  std::erase_if(g.held, [comm](const auto& entry) { return entry.first == comm; });
   comm->pending.clear();
-  std::erase_if(g.inits, ofComm);
-  std::erase_if(g.rmaBefore, ofComm);
-  std::erase_if(g.rmaAfter, ofComm);
 }
 
 void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job) {

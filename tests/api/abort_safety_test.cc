@@ -4,7 +4,11 @@
 //  - an abort of one communicator of an ncclCommInitAll set: a survivor already waiting on
 //    it is released, and a later call on a survivor fails instead of touching freed memory;
 //  - a destroy of a communicator with calls queued in the open group is refused (the group
-//    still runs), an abort drops them.
+//    still runs), an abort drops them;
+//  - an abort or destroy on one thread and calls on others at the same instant: a call
+//    already inside finishes first, a later one fails as on a destroyed communicator, and
+//    a group that held calls of it fails at its end, even when a new communicator took the
+//    freed address meanwhile (run under AddressSanitizer before landing: BENCHMARKS.md).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "harness/scoped_env.h"
+#include "harness/tuning_log.h"
 #include "nccl.h"
 
 namespace chorus_test {
@@ -111,6 +117,108 @@ TEST(AbortSafety, DestroyRefusesQueuedGroupWorkAndAbortDropsIt) {
   EXPECT_TRUE(isFailure(ncclGroupEnd()));
   EXPECT_LT(secondsSince(start), 10.0);
   EXPECT_EQ(ncclCommDestroy(comms[1]), ncclSuccess);
+}
+
+// A call inside the communicator on another thread (held there by CHORUS_FAULT's delay)
+// when ncclCommDestroy comes: the destroy waits for it, and the call completes correctly.
+TEST(AbortSafety, DestroyWaitsForACallInsideOnAnotherThread) {
+  ScopedEnv env;
+  env.set("CHORUS_FAULT", "rank0:delay=500ms@AllReduce");
+  const TuningLogCapture log(env, "INIT");  // the delay's WARN says the call is inside
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+  std::vector<float> in(256, 2.5f), out(256, 0.0f);
+  ncclResult_t called = ncclInternalError;
+  std::atomic<bool> returned{false};
+  std::thread caller([&] {
+    called = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr);
+    returned = true;
+  });
+  auto delaying = [&log] {
+    for (const std::string& line : log.lines())
+      if (line.find("CHORUS_FAULT: rank 0 delaying AllReduce") != std::string::npos) return true;
+    return false;
+  };
+  const auto start = Clock::now();
+  while (!delaying() && !returned && secondsSince(start) < 30)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_FALSE(returned.load()) << "the call ended before its delay was seen";
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  EXPECT_TRUE(returned.load()) << "ncclCommDestroy returned while another thread's call was inside";
+  caller.join();
+  EXPECT_EQ(called, ncclSuccess);
+  EXPECT_EQ(out[0], 2.5f);
+  EXPECT_EQ(out[255], 2.5f);
+}
+
+// Another thread destroys a communicator that this thread's open group holds a call of:
+// the group's end fails with ncclInvalidUsage and touches nothing of it, also when a new
+// communicator has been made meanwhile (it may take the freed address); that one works.
+TEST(AbortSafety, AGroupHoldingCallsOfACommunicatorDestroyedElsewhereFailsAtItsEnd) {
+  for (int iteration = 0; iteration < 20; ++iteration) {
+    const bool remake = iteration % 2 == 1;
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+    std::vector<int32_t> data(64, 7);
+    std::atomic<int> phase{0};  // 1: the call is queued; 2: the communicator is destroyed
+    ncclResult_t queued = ncclInternalError, ended = ncclInternalError;
+    std::thread grouping([&] {
+      ncclGroupStart();
+      queued = ncclAllReduce(data.data(), data.data(), data.size(), ncclInt32, ncclSum, comm, nullptr);
+      phase = 1;
+      while (phase.load() != 2) std::this_thread::yield();
+      ended = ncclGroupEnd();
+    });
+    while (phase.load() != 1) std::this_thread::yield();
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess) << "another thread's open group is not this thread's";
+    ncclComm_t fresh = nullptr;
+    if (remake) {
+      ASSERT_EQ(ncclCommInitAll(&fresh, 1, nullptr), ncclSuccess);
+    }
+    phase = 2;
+    grouping.join();
+    EXPECT_EQ(queued, ncclSuccess);
+    EXPECT_EQ(ended, ncclInvalidUsage) << "iteration " << iteration;
+    if (!remake) continue;
+    std::vector<int32_t> more(64, 3);
+    EXPECT_EQ(ncclAllReduce(more.data(), more.data(), more.size(), ncclInt32, ncclSum, fresh, nullptr), ncclSuccess);
+    EXPECT_EQ(more[63], 3);
+    EXPECT_EQ(ncclCommDestroy(fresh), ncclSuccess);
+  }
+}
+
+// Two threads call on a communicator without pause while a third aborts or destroys it at
+// a different instant each time: every call answers (success before, a refusal after; an
+// abort may also fail a call it interrupts), nothing crashes, and the callers stop.
+TEST(AbortSafety, CallsRacingAnAbortOrDestroyOnAnotherThreadAnswerCleanly) {
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    const bool abort = iteration % 2 == 0;
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+    std::atomic<int> started{0};
+    ncclResult_t last[2] = {ncclSuccess, ncclSuccess};
+    auto caller = [&](int who) {
+      std::vector<float> values(32, 1.0f);
+      int count = 0;
+      ncclResult_t async = ncclSuccess;
+      ++started;
+      for (int call = 0; last[who] == ncclSuccess; ++call) {
+        last[who] =
+            who == 0 ? ncclAllReduce(values.data(), values.data(), values.size(), ncclFloat32, ncclMax, comm, nullptr)
+                     : (call % 2 ? ncclCommCount(comm, &count) : ncclCommGetAsyncError(comm, &async));
+      }
+    };
+    std::thread first(caller, 0), second(caller, 1);
+    while (started.load() != 2) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::microseconds(37 * iteration));
+    EXPECT_EQ(abort ? ncclCommAbort(comm) : ncclCommDestroy(comm), ncclSuccess);
+    first.join();
+    second.join();
+    for (ncclResult_t r : last) {
+      const bool expected = r == ncclInvalidUsage || (abort && isFailure(r));
+      EXPECT_TRUE(expected) << "iteration " << iteration << ": a call ended with " << r;
+    }
+  }
 }
 
 }  // namespace
