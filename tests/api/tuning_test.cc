@@ -466,8 +466,8 @@ double predicted8ByteAllReduceUs(Link link) {
   forceLink(env, link);
   TuningLogCapture log(env);
   const LaunchResult result = runRanks(LaunchMode::kProcesses, 2, [](const RankContext& context) {
-    float value = 1.0f;
-    const ncclResult_t r = ncclAllReduce(&value, &value, 2, ncclFloat32, ncclSum, context.comm, nullptr);
+    float values[2] = {1.0f, 1.0f};  // 8 bytes
+    const ncclResult_t r = ncclAllReduce(values, values, 2, ncclFloat32, ncclSum, context.comm, nullptr);
     return r == ncclSuccess ? RankOutcome::pass() : RankOutcome::fail("AllReduce: " + resultName(r));
   });
   EXPECT_RANKS_OK(result);
