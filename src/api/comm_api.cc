@@ -21,8 +21,10 @@ using namespace chorus;
 
 namespace {
 
+// `serial`, when given: the new communicator's (ncclComm::serial), read before its handle
+// is published.
 ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId> ids, int rank, int cudaDev,
-                      const ncclConfig_t* config, const char* func) {
+                      const ncclConfig_t* config, const char* func, uint64_t* serial = nullptr) {
   CHORUS_CHECK(checkNotNull(newcomm, "comm", func));
   *newcomm = nullptr;  // what a refused call leaves, as NCCL
   if (nranks < 1) {
@@ -45,6 +47,7 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId>
     std::lock_guard<std::mutex> lock(commLifecycleMutex());
     ++raw->initThreads;
   }
+  if (serial != nullptr) *serial = raw->serial;
   *newcomm = raw;
   ncclResult_t r = enqueueInit(raw, [raw, ids = std::move(ids)] { return initCommunicator(raw, ids); });
   {
@@ -158,10 +161,8 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   groupStart();
   ncclResult_t r = ncclSuccess;
   std::vector<uint64_t> serials(ndev, 0);
-  for (int i = 0; i < ndev && r == ncclSuccess; ++i) {
-    r = initRank(&comms[i], ndev, {id}, i, devlist ? devlist[i] : i, nullptr, func);
-    if (comms[i]) serials[i] = comms[i]->serial;
-  }
+  for (int i = 0; i < ndev && r == ncclSuccess; ++i)
+    r = initRank(&comms[i], ndev, {id}, i, devlist ? devlist[i] : i, nullptr, func, &serials[i]);
   ncclResult_t end = groupEnd();
   if (r == ncclSuccess) r = end;
   if (r != ncclSuccess) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -23,13 +24,29 @@ using namespace chorus;
 
 namespace {
 
+// The new communicator counts as being set up (ncclComm::initThreads, as an init's own
+// communicator does) from its making until its set-up job has run or been dropped: it may
+// be published before then (a non-blocking parent, a group), and an abort meanwhile only
+// marks it `abandoned`. Whoever ends the set-up then frees it, once: nothing frees it under
+// the job.
+void childSetUpEnds(ncclComm* child) {
+  bool abandoned = false;
+  {
+    std::lock_guard<std::mutex> lock(commLifecycleMutex());
+    abandoned = --child->initThreads == 0 && child->abandoned;
+  }
+  if (abandoned) freeComm(child);
+}
+
 // The communicator a job of the parent's sets up; marked failed if the job is dropped unrun
 // (its group failed), so that polling it ends.
 struct ChildSetUp {
   ncclComm* child = nullptr;  // null: this rank is not a member
   bool ran = false;
   ~ChildSetUp() {
-    if (child != nullptr && !ran) child->asyncResult.store(ncclInvalidUsage);
+    if (child == nullptr || ran) return;
+    child->asyncResult.store(ncclInvalidUsage);
+    childSetUpEnds(child);
   }
 };
 
@@ -48,6 +65,8 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
     child->config = config;
     child->asyncResult.store(ncclInProgress);
     setUp->child = child.get();
+    std::lock_guard<std::mutex> lock(commLifecycleMutex());
+    ++child->initThreads;  // until childSetUpEnds
   }
   const ncclResult_t exchanged = enqueueInit(
       parent,
@@ -65,7 +84,8 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
         }
         int expected = ncclInProgress;  // an error recorded meanwhile (used too early) stays
         made->asyncResult.compare_exchange_strong(expected, result);
-        return r;  // the parent's own state: a failed set-up belongs to the new communicator
+        childSetUpEnds(made);  // last: an abort during the set-up frees it here
+        return r;              // the parent's own state: a failed set-up belongs to the new communicator
       },
       InitKind::kOfParent);
   setUp.reset();
@@ -75,7 +95,8 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
   if (!member || answer != ncclSuccess) return answer;
   const int childResult = child->asyncResult.load();
   if (childResult != ncclSuccess && childResult != ncclInProgress) {
-    return static_cast<ncclResult_t>(childResult);  // a blocking set-up failed; `child` is freed here
+    freeComm(child.release());  // a blocking set-up failed; nobody else has seen it
+    return static_cast<ncclResult_t>(childResult);
   }
   *newcomm = child.release();
   return answer;

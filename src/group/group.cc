@@ -50,11 +50,24 @@ thread_local GroupState tGroup;
 [[gnu::noinline]] GroupState& currentGroup() { return tGroup; }
 
 // Inside an open group, notes that the group holds work of `comm` (a lone call's pin
-// covers its implicit group).
+// covers its implicit group). The caller holds a pin on `comm`. Held at an address under
+// another serial: the communicator the group held work of was freed by another thread and
+// this is a new one; the group fails at its end (its work, now queued on the new one, is
+// dropped there: nothing of it may run later as the new one's).
 void hold(GroupState& g, ncclComm* comm) {
   if (g.depth == 0) return;
-  for (const auto& entry : g.held)
-    if (entry.first == comm) return;
+  for (auto& entry : g.held) {
+    if (entry.first != comm) continue;
+    if (entry.second != comm->serial) {
+      WARN(
+          "ncclGroupEnd: invalid usage: communicator %p was destroyed or aborted by another thread while this "
+          "thread's group held calls of it, and a new communicator now has its address; the group fails",
+          static_cast<void*>(comm));
+      entry.second = comm->serial;
+      if (g.error == ncclSuccess) g.error = ncclInvalidUsage;
+    }
+    return;
+  }
   g.held.emplace_back(comm, comm->serial);
 }
 
@@ -255,8 +268,12 @@ ncclResult_t launchGroup(GroupState& g) {
   for (const InitJob& job : g.inits) {
     if (job.kind != InitKind::kOwn || !job.comm->config.blocking || !job.comm->abandoned) continue;
     std::erase(g.comms, job.comm);
+    auto ofComm = [comm = job.comm](const RmaJob& rma) { return rma.comm == comm; };
+    std::erase_if(g.rmaBefore, ofComm);
+    std::erase_if(g.rmaAfter, ofComm);
+    const uint64_t serial = job.comm->serial;  // read under the pin
     unpin(g, job.comm);
-    freeComm(job.comm);  // false: a destroy on another thread closed it first, and frees it
+    freeComm(job.comm, serial);  // false: another thread's destroy or abort closed it first, and frees it
   }
   g.inits.clear();
   if (const ncclResult_t r = runRmaJobs(g.rmaBefore, &inProgress); result == ncclSuccess) result = r;
@@ -425,10 +442,9 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
     groupRecordError(r);
     return r;
   }
-  if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end()) {
+  hold(g, comm);
+  if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
     g.comms.push_back(comm);
-    hold(g, comm);
-  }
   comm->pending.push_back(op);
   if (comm->profiler) comm->profiler->recordCall(g.groupApi, g.depth + 1, comm->pending.back());
   if (g.depth > 0) return ncclSuccess;

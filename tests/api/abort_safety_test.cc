@@ -8,7 +8,9 @@
 //  - an abort or destroy on one thread and calls on others at the same instant: a call
 //    already inside finishes first, a later one fails as on a destroyed communicator, and
 //    a group that held calls of it fails at its end, even when a new communicator took the
-//    freed address meanwhile (run under AddressSanitizer before landing: BENCHMARKS.md).
+//    freed address meanwhile;
+//  - an abort of a split's new communicator before its set-up job has run: the job frees it
+//    (run under AddressSanitizer before landing).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -152,38 +154,86 @@ TEST(AbortSafety, DestroyWaitsForACallInsideOnAnotherThread) {
 }
 
 // Another thread destroys a communicator that this thread's open group holds a call of:
-// the group's end fails with ncclInvalidUsage and touches nothing of it, also when a new
-// communicator has been made meanwhile (it may take the freed address); that one works.
+// the group's end fails with ncclInvalidUsage and touches nothing of it. Every other round
+// a new communicator is made meanwhile (glibc usually gives it the freed address) and the
+// open group queues a call of the new one too: the group still fails, and that call does
+// not stay queued on the new communicator, whose next lone call runs.
 TEST(AbortSafety, AGroupHoldingCallsOfACommunicatorDestroyedElsewhereFailsAtItsEnd) {
   for (int iteration = 0; iteration < 20; ++iteration) {
     const bool remake = iteration % 2 == 1;
     ncclComm_t comm = nullptr;
     ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+    ncclComm_t fresh = nullptr;
     std::vector<int32_t> data(64, 7);
     std::atomic<int> phase{0};  // 1: the call is queued; 2: the communicator is destroyed
-    ncclResult_t queued = ncclInternalError, ended = ncclInternalError;
+    ncclResult_t queued = ncclInternalError, queuedFresh = ncclSuccess, ended = ncclInternalError;
     std::thread grouping([&] {
       ncclGroupStart();
       queued = ncclAllReduce(data.data(), data.data(), data.size(), ncclInt32, ncclSum, comm, nullptr);
       phase = 1;
       while (phase.load() != 2) std::this_thread::yield();
+      if (fresh != nullptr)
+        queuedFresh = ncclAllReduce(data.data(), data.data(), data.size(), ncclInt32, ncclSum, fresh, nullptr);
       ended = ncclGroupEnd();
     });
     while (phase.load() != 1) std::this_thread::yield();
     EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess) << "another thread's open group is not this thread's";
-    ncclComm_t fresh = nullptr;
     if (remake) {
       ASSERT_EQ(ncclCommInitAll(&fresh, 1, nullptr), ncclSuccess);
     }
     phase = 2;
     grouping.join();
     EXPECT_EQ(queued, ncclSuccess);
+    EXPECT_EQ(queuedFresh, ncclSuccess);
     EXPECT_EQ(ended, ncclInvalidUsage) << "iteration " << iteration;
     if (!remake) continue;
-    std::vector<int32_t> more(64, 3);
-    EXPECT_EQ(ncclAllReduce(more.data(), more.data(), more.size(), ncclInt32, ncclSum, fresh, nullptr), ncclSuccess);
-    EXPECT_EQ(more[63], 3);
+    std::vector<int32_t> in(64, 3), out(64, 0);
+    EXPECT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, fresh, nullptr), ncclSuccess);
+    EXPECT_EQ(out[63], 3) << "iteration " << iteration << ": the lone call did not run";
     EXPECT_EQ(ncclCommDestroy(fresh), ncclSuccess);
+  }
+}
+
+// The new communicator of a split, aborted before its set-up job has run (inside a group,
+// and on a non-blocking parent, whose worker runs the job): the job's end frees it, nothing
+// runs on freed memory, and the parent keeps working.
+TEST(AbortSafety, AbortOfASplitsNewCommunicatorBeforeItsSetUpRuns) {
+  for (const bool blocking : {true, false}) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = blocking ? 1 : 0;
+    ncclUniqueId id;
+    ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+    ncclComm_t parent = nullptr;
+    ncclResult_t r = ncclCommInitRankConfig(&parent, 1, id, 0, &config);
+    ncclResult_t async = ncclInProgress;
+    auto settle = [&] {
+      const auto start = Clock::now();
+      do {
+        ASSERT_EQ(ncclCommGetAsyncError(parent, &async), ncclSuccess);
+      } while (async == ncclInProgress && secondsSince(start) < 30);
+      ASSERT_EQ(async, ncclSuccess);
+    };
+    ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress);
+    settle();
+    for (int iteration = 0; iteration < 10; ++iteration) {
+      ncclComm_t child = nullptr;
+      if (blocking) {
+        ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+      }
+      ASSERT_EQ(ncclCommSplit(parent, 0, 0, &child, nullptr), ncclSuccess);
+      ASSERT_NE(child, nullptr) << "published before its set-up ran";
+      EXPECT_EQ(ncclCommAbort(child), ncclSuccess);
+      if (blocking) {
+        EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << "the parent's own part of the split succeeded";
+      }
+      settle();
+      std::vector<float> in(16, 1.5f), out(16, 0.0f);
+      r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, parent, nullptr);
+      ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress);
+      settle();
+      EXPECT_EQ(out[15], 1.5f) << (blocking ? "blocking" : "non-blocking") << " parent, iteration " << iteration;
+    }
+    EXPECT_EQ(ncclCommDestroy(parent), ncclSuccess);
   }
 }
 
