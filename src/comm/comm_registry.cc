@@ -40,6 +40,17 @@ EntryCounter& entryCounterOf(const ncclComm* comm) {
 // Under gRegistryMutex.
 bool registeredLocked(const ncclComm* comm) { return registry().count(comm) != 0 && comm->magic == ncclComm::kMagic; }
 
+// Whether `comm` is registered; it may be freed right after unless the caller counted itself
+// in (CommPin).
+bool isLiveComm(const ncclComm* comm) {
+  // seq_cst, with CommPin's count before it and closeComm's clearing (EntryCounter says why).
+  if (comm != nullptr && comm == gLastLive.load()) return true;
+  std::lock_guard<std::mutex> lock(gRegistryMutex);
+  const bool live = registeredLocked(comm);
+  if (live) gLastLive.store(comm);
+  return live;
+}
+
 }  // namespace
 
 void registerComm(ncclComm* comm) {
@@ -58,15 +69,6 @@ void forEachLiveComm(const std::function<void(const ncclComm&)>& visit) {
   std::lock_guard<std::mutex> lock(gRegistryMutex);
   for (const ncclComm* comm : registry())
     if (comm->magic == ncclComm::kMagic) visit(*comm);
-}
-
-bool isLiveComm(const ncclComm* comm) {
-  // seq_cst, with CommPin's count before it and closeComm's clearing (EntryCounter says why).
-  if (comm != nullptr && comm == gLastLive.load()) return true;
-  std::lock_guard<std::mutex> lock(gRegistryMutex);
-  const bool live = registeredLocked(comm);
-  if (live) gLastLive.store(comm);
-  return live;
 }
 
 CommPin::CommPin(ncclComm* comm, uint64_t serial) {

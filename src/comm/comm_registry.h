@@ -25,8 +25,6 @@ void unregisterComm(ncclComm* comm);
 // Calls `visit` for every live communicator of the process, under the registry's lock (so
 // none is freed meanwhile; `visit` must not create or destroy one).
 void forEachLiveComm(const std::function<void(const ncclComm&)>& visit);
-// Whether `comm` is registered; it may be freed right after unless the caller holds a pin.
-bool isLiveComm(const ncclComm* comm);
 
 // A hold on a live communicator: while it exists the communicator is not freed.
 class CommPin {

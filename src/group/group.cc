@@ -264,18 +264,18 @@ ncclResult_t launchGroup(GroupState& g) {
     result = initResults[j];
     if (!initErrors[j].empty()) setThreadLastError(initErrors[j].c_str());
   }
-  // Communicators aborted during their set-up were left to this thread to free.
-  for (const InitJob& job : g.inits) {
-    if (job.kind != InitKind::kOwn || !job.comm->config.blocking || !job.comm->abandoned) continue;
-    std::erase(g.comms, job.comm);
-    auto ofComm = [comm = job.comm](const RmaJob& rma) { return rma.comm == comm; };
-    std::erase_if(g.rmaBefore, ofComm);
-    std::erase_if(g.rmaAfter, ofComm);
-    const uint64_t serial = job.comm->serial;  // read under the pin
-    unpin(g, job.comm);
-    freeComm(job.comm, serial);  // false: another thread's destroy or abort closed it first, and frees it
-  }
+  // Communicators aborted during their set-up were left to this thread to free (one own
+  // set-up job each).
+  std::vector<ncclComm*> abandoned;
+  for (const InitJob& job : g.inits)
+    if (job.kind == InitKind::kOwn && job.comm->config.blocking && job.comm->abandoned) abandoned.push_back(job.comm);
   g.inits.clear();
+  for (ncclComm* comm : abandoned) {
+    forgetWorkOf(g, comm);
+    const uint64_t serial = comm->serial;  // read under the pin
+    unpin(g, comm);
+    freeComm(comm, serial);  // false: another thread's destroy or abort closed it first, and frees it
+  }
   if (const ncclResult_t r = runRmaJobs(g.rmaBefore, &inProgress); result == ncclSuccess) result = r;
 
   std::vector<ncclComm*>& blocking = g.blocking;
