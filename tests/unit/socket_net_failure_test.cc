@@ -2,6 +2,9 @@
 // malformed hellos and headers from raw clients, bad arguments, and cleanup of every socket.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "socket_net_fixture.h"
 
 namespace chorus {
@@ -57,6 +60,58 @@ TEST_F(SocketNetTest, SenderClosingMidMessageFailsTheReceive) {
   void* data = in.data();
   int size = 1;
   EXPECT_EQ(net.irecv(c.recv, 1, &data, &size, nullptr, nullptr, &again), ncclRemoteError);
+}
+
+// A sender that closes right after its last send completed (as a rank destroying its
+// communicator does) while its receiver is still reading, with a note from the receiver
+// unread: every message still arrives whole. (A close with unread input resets the
+// connection, and a reset drops what the kernel had not delivered yet.)
+TEST_F(SocketNetTest, ACloseAfterTheLastSendDeliversEverythingDespiteUnreadNotes) {
+  SocketNet net;
+  ASSERT_EQ(net.init(), ncclSuccess);
+  Connection c;
+  ASSERT_NO_FATAL_FAILURE(connectPair(net, &c));
+  const std::vector<char> note(kNetNoteBytes, 'N');
+  ASSERT_EQ(net.sendNote(c.recv, note.data()), ncclSuccess);  // never taken by the sender
+  constexpr int kMessages = 64;
+  constexpr size_t kBytes = 32 << 10;  // inline: on the stream the note came back on
+  std::vector<std::vector<char>> out(kMessages), in(kMessages, std::vector<char>(kBytes, 0));
+  for (int i = 0; i < kMessages; ++i) out[i] = pattern(kBytes, static_cast<uint32_t>(100 + i));
+  // The sends complete into the kernel's buffers while nobody reads (2 MiB fits).
+  for (int i = 0; i < kMessages; ++i) {
+    NetRequest* request = nullptr;
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (request == nullptr && Clock::now() < deadline)
+      ASSERT_EQ(net.isend(c.send, out[i].data(), static_cast<int>(kBytes), 0, nullptr, &request), ncclSuccess);
+    ASSERT_NE(request, nullptr);
+    int done = 0;
+    while (!done && Clock::now() < deadline) ASSERT_EQ(net.test(request, &done, nullptr), ncclSuccess);
+    ASSERT_TRUE(done) << "send " << i << " did not complete into the kernel's buffers";
+  }
+  // The receiver starts reading 100 ms after the sender began to close.
+  std::atomic<int> received{0};
+  ncclResult_t receiveResult = ncclSuccess;
+  std::thread receiver([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < kMessages; ++i) {
+      void* data = in[i].data();
+      int size = static_cast<int>(kBytes);
+      NetRequest* request = nullptr;
+      if ((receiveResult = net.irecv(c.recv, 1, &data, &size, nullptr, nullptr, &request)) != ncclSuccess) return;
+      int done = 0;
+      auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (!done && Clock::now() < deadline)
+        if ((receiveResult = net.test(request, &done, &size)) != ncclSuccess) return;
+      if (!done || size != static_cast<int>(kBytes) || in[i] != out[i]) return;
+      ++received;
+    }
+  });
+  EXPECT_EQ(net.closeSend(c.send), ncclSuccess);
+  receiver.join();
+  EXPECT_EQ(receiveResult, ncclSuccess);
+  EXPECT_EQ(received.load(), kMessages) << "messages lost or damaged when the sender closed";
+  EXPECT_EQ(net.closeRecv(c.recv), ncclSuccess);
+  EXPECT_EQ(net.closeListen(c.listen), ncclSuccess);
 }
 
 TEST_F(SocketNetTest, ReceiverClosingMidMessageFailsTheSend) {

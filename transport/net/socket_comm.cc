@@ -16,7 +16,11 @@ SocketComm::SocketComm(bool sending, std::vector<TcpStream> streams)
   for (auto& request : pool_) request.comm = this;
 }
 
-SocketComm::~SocketComm() = default;  // helpers_, declared last, stops and joins first
+SocketComm::~SocketComm() {
+  // The receiver's notes come back on the control stream: unread at the close, they would
+  // make it a reset that drops the last message's bytes still on their way.
+  if (sending()) control_.closeWhenDelivered();
+}  // helpers_, declared last, stops and joins first
 
 // NCCL_SOCKET_NTHREADS unset or 1 means no helper threads at all: test() moves the data
 // itself, exactly as before helpers existed, so a small machine pays for no idle threads.

@@ -1,8 +1,10 @@
 #include "transport/net/tcp_stream.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -17,6 +19,29 @@ namespace chorus {
 void TcpStream::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+void TcpStream::closeWhenDelivered() {
+  if (fd_ < 0) return;
+  constexpr int kStallMs = 50, kLimitMs = 1000;
+  char dropped[256];
+  auto dropInput = [&] {
+    ssize_t n;
+    while ((n = ::recv(fd_, dropped, sizeof(dropped), MSG_DONTWAIT)) > 0) {
+    }
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);  // closed or failed
+  };
+  int unacked = -1;
+  for (int waited = 0, stalled = 0; waited < kLimitMs && stalled < kStallMs; ++waited) {
+    if (dropInput()) break;  // the peer closed or reset: nothing more can be delivered
+    int queued = 0;
+    if (ioctl(fd_, SIOCOUTQ, &queued) != 0 || queued == 0) break;
+    stalled = queued == unacked ? stalled + 1 : 0;
+    unacked = queued;
+    poll(nullptr, 0, 1);
+  }
+  dropInput();
+  close();
 }
 
 ncclResult_t TcpStream::setTrafficClass(int trafficClass) {

@@ -35,6 +35,11 @@ class TcpStream {
   int fd() const { return fd_; }
   std::string peerName() const { return peer_.toString(); }
   void close();
+  // Closes once the peer's kernel has acknowledged every byte sent, reading and dropping
+  // what arrives meanwhile: a close with unread input resets the connection, and a reset
+  // drops what was not delivered yet (the end of the last message). Stops waiting when the
+  // peer takes nothing for 50 ms (gone, or not reading), and after 1 s in all.
+  void closeWhenDelivered();
 
   // Starts connecting to `address` without waiting; pollConnected() says when it is done.
   static ncclResult_t startConnect(const SocketAddress& address, TcpStream* out);
