@@ -71,6 +71,8 @@ struct ConnectHandle {
   char netHandle[128];  // NET: the receiver's listen handle (NCCL_NET_HANDLE_MAXSIZE)
 };
 
+struct ProxyOpTrace;  // net/proxy_op_trace.h
+
 // Owns whatever memory or mapping backs one side of a connection.
 class ConnectionResource {
  public:
@@ -91,6 +93,11 @@ class ConnectionResource {
   // A GPU kernel now drives this end: its publishes wake nobody, so whatever waits for
   // them (the NET proxy) must poll instead of sleeping.
   virtual void drivenByKernel() {}
+  // NET: reports the steps of a profiler's ProxyOp as it moves them (net/proxy_op_trace.h);
+  // false (the op is not taken) where no proxy moves the steps, or the connection failed.
+  virtual bool traceProxyOp(const ProxyOpTrace& /*op*/) { return false; }
+  // Stops every event it still holds; before the plugin's finalize.
+  virtual void stopTracing() {}
 };
 
 class Transport {

@@ -72,6 +72,15 @@ namespace chorus {
 constexpr size_t kLineStampBytes = 32;
 constexpr size_t lineStampLines(Protocol p) { return p == Protocol::LL ? kLineStampBytes / 8 : 1; }
 
+// Payload bytes one step of the line format `Format` carries in `e`'s slots: the whole
+// lines past those of the step's stamp.
+template <typename Format>
+CHORUS_HD size_t linePayloadBytes(const FifoEnd& e) {
+  const size_t lines = e.slotBytes[static_cast<int>(Format::kProtocol)] / Format::kLineBytes;
+  const size_t stampLines = lineStampLines(Format::kProtocol);
+  return lines > stampLines ? (lines - stampLines) * Format::kPayloadBytes : 0;
+}
+
 // True for the nSlots steps just before each step whose flag is 0 mod 2^31 (see above).
 CHORUS_HD bool isRefreshStep(uint64_t step, int nSlots) {
   const uint64_t window = static_cast<uint64_t>(nSlots);
@@ -246,10 +255,7 @@ class LinePrimitives {
   };
   static constexpr size_t kStampLines = lineStampLines(kProtocol);
   static_assert(sizeof(LineStamp) == kLineStampBytes && kStampLines * Format::kPayloadBytes >= kLineStampBytes);
-  static CHORUS_HD size_t capacityBytes(const FifoEnd& e) {
-    const size_t lines = slotLines(e);
-    return lines > kStampLines ? (lines - kStampLines) * Format::kPayloadBytes : 0;
-  }
+  static CHORUS_HD size_t capacityBytes(const FifoEnd& e) { return linePayloadBytes<Format>(e); }
   static CHORUS_HD size_t linesFor(size_t bytes) {
     const size_t lines = (bytes + Format::kPayloadBytes - 1) / Format::kPayloadBytes;
     return lines > 0 ? lines : 1;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "device/common/work.h"
 #include "nccl.h"
@@ -14,6 +15,13 @@ struct OpPlacement {
   Algorithm algo = Algorithm::Ring;
   Protocol proto = Protocol::Simple;
   int nChannels = 0;  // the channels given a share of the call; 0: not planned
+  // The call's work items, as lane and index (the CPU executor's plan; a profiler's ProxyOp
+  // events count their steps).
+  struct Item {
+    const Lane* lane;
+    size_t index;
+  };
+  std::vector<Item> items;
 };
 
 // A profiler plugin's view of a call (src/profiler/profiler.h); empty without a plugin.

@@ -36,6 +36,7 @@ uint64_t encodeScalar(ncclDataType_t dtype, double value) {
 // in pieces and reload it whole, a store-forwarding stall that cost a fifth of a small call.
 void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice how, int channel, ChannelRange range,
                 const CallStamp& stamp) {
+  if (op.profile.placement != nullptr) op.profile.placement->items.push_back({&lane, lane.items.size()});
   WorkItem& w = lane.items.emplace_back();
   w.kind = op.kind;
   w.algo = how.algo;
@@ -49,6 +50,14 @@ void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice h
   w.channel = channel;
   w.range = range;
   w.stamp = stamp;
+}
+
+// Where a profiler asks: what the planner chose for `op` (its items are recorded as appended).
+void place(const CollOp& op, TuneChoice how, int nChannels) {
+  if (op.profile.placement == nullptr) return;
+  op.profile.placement->algo = how.algo;
+  op.profile.placement->proto = how.proto;
+  op.profile.placement->nChannels = nChannels;
 }
 
 // The call's fingerprint (device/common/call_stamp.h): numbered in the order the peers'
@@ -177,7 +186,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
     // Deterministic mode's ordered programs run on the ring (device/common/ordered_algorithms.h).
     if (runsOrdered(comm->deterministic, op.kind, comm->nranks, red.kind)) how.algo = Algorithm::Ring;
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
-      if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, 1};
+      place(op, how, 1);
       if (op.root == comm->rank) {
         (op.kind == WorkKind::Send ? plan.selfSends : plan.selfRecvs).push_back(&op);
         continue;
@@ -201,7 +210,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       appendItem(plan.channels[c], op, red, how, c, share, stamp);
       ++channelsUsed;
     }
-    if (op.profile.placement != nullptr) *op.profile.placement = OpPlacement{how.algo, how.proto, channelsUsed};
+    place(op, how, channelsUsed);
   }
 
   if (plan.selfSends.size() != plan.selfRecvs.size()) {

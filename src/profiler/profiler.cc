@@ -7,6 +7,7 @@
 #include "core/debug.h"
 #include "src/comm/comm.h"
 #include "src/profiler/profiler_plugin.h"
+#include "src/profiler/proxy_op_events.h"
 
 namespace chorus {
 namespace {
@@ -115,7 +116,7 @@ void GroupApiEvent::stopNow() {
   plugin_.reset();
 }
 
-std::unique_ptr<CommProfiler> CommProfiler::attach(const ncclComm& comm, uint64_t commHash, int nNodes) {
+std::unique_ptr<CommProfiler> CommProfiler::attach(ncclComm& comm, uint64_t commHash, int nNodes) {
   std::shared_ptr<ProfilerPlugin> plugin = sharedProfilerPlugin();
   if (plugin == nullptr) return nullptr;
   void* context = nullptr;
@@ -132,13 +133,21 @@ std::unique_ptr<CommProfiler> CommProfiler::attach(const ncclComm& comm, uint64_
        "PROFILER/Plugin: %s initialized for comm %p rank %d nranks %d commHash 0x%llx: event mask 0x%x",
        plugin->name().c_str(), static_cast<const void*>(&comm), comm.rank, comm.nranks,
        static_cast<unsigned long long>(commHash), plugin->activationMask());
-  return std::unique_ptr<CommProfiler>(new CommProfiler(std::move(plugin), context, comm.rank));
+  return std::unique_ptr<CommProfiler>(new CommProfiler(comm, std::move(plugin), context));
 }
 
-CommProfiler::CommProfiler(std::shared_ptr<const ProfilerPlugin> plugin, void* context, int rank)
-    : plugin_(std::move(plugin)), context_(context), rank_(rank) {}
+CommProfiler::CommProfiler(ncclComm& comm, std::shared_ptr<const ProfilerPlugin> plugin, void* context)
+    : comm_(comm),
+      plugin_(std::move(plugin)),
+      context_(context),
+      rank_(comm.rank),
+      proxyEvents_(std::make_shared<ProxyOpEvents>(plugin_, context, comm.rank)) {}
 
 CommProfiler::~CommProfiler() {
+  // No ProxyOp or ProxyStep event of this context may stop after its finalize.
+  comm_.forEachConnection([](Connection& c) {
+    if (c.resource != nullptr) c.resource->stopTracing();
+  });
   if (context_ != nullptr) plugin_->finalize(context_);  // as NCCL: a plugin that gave no context gets no finalize
 }
 
@@ -171,6 +180,7 @@ void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
   for (const CollOp& op : ops) mask |= op.profile.mask;
   callEvents_.clear();
   channelEvents_.clear();
+  eventOfOp_.assign(ops.size(), nullptr);
   groupEvent_ = nullptr;
   if ((mask & kGroupWanted) != 0) {
     ncclProfilerEventDescr_v7_t d = descriptor(ncclProfileGroup, nullptr, rank_);
@@ -214,6 +224,7 @@ void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
     plugin_->startEvent(context_, &handle, d);
     if (handle == nullptr) continue;
     callEvents_.push_back(handle);
+    eventOfOp_[i] = handle;
     if (!onHost || (op.profile.mask & kKernelChWanted) == 0) continue;
     const uint64_t start = monotonicNs();
     for (uint8_t channel = 0; channel < nChannels; ++channel) {
@@ -224,6 +235,7 @@ void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
       if (channelEvent != nullptr) channelEvents_.push_back(channelEvent);
     }
   }
+  if (onHost) proxyEvents_->start(comm_, placements_, eventOfOp_, mask);
 }
 
 void CommProfiler::launchEnded() {

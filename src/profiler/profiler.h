@@ -3,8 +3,8 @@
 // layer calls these hooks and nothing else. Without a plugin a communicator has no
 // CommProfiler and a thread's GroupApiEvent never starts, so each hook costs one branch.
 //
-// The events, as NCCL 2.28-2.32 emit them (ABI v5 to v7; a v4 plugin gets Group, Coll and
-// P2p only, a Coll's or P2p's parentObj then being the Group event):
+// The events, as NCCL 2.28-2.32 emit them (ABI v5 to v7; a v4 plugin gets Group, Coll,
+// P2p, KernelCh, ProxyOp and ProxyStep, a Coll's or P2p's parentObj then being the Group event):
 //   GroupApi        an outermost group as the user called it (a lone call's implicit group
 //                   too): from its first call to the end of its ncclGroupEnd, in the first
 //                   call's communicator's context; its states GroupStartApiStop (at once)
@@ -20,14 +20,23 @@
 //                   and its end, so each spans the launch; pTimer, at the start and in the
 //                   KernelChStop state recorded before the stop, is CLOCK_MONOTONIC in ns
 //                   (NCCL's is the GPU's global timer, also ns); parentObj: the Coll or P2p
+//   ProxyOp         one channel's share of a Coll or P2p on one network connection, one
+//                   direction (peer, isSend, nSteps, chunkSize: the protocol's slot), with
+//                   host buffers only; from the launch until its last step has stopped
+//                   (it may outlive the Coll, as in NCCL); state ProxyOpInProgress_v4 at
+//                   its first step; parentObj: the Coll or P2p (proxy_op_events.h)
+//   ProxyStep       one network transfer of a ProxyOp (step: its index): a send from the
+//                   net's isend (SendWait, transSize) to its completion, a receive from its
+//                   posting (RecvWait) through its arrival (RecvGPUWait, transSize) until
+//                   the executor consumed it; parentObj: the ProxyOp
 // (v7 adds the call's userProfilerTag to CollApi, P2pApi, Coll and P2p.)
 // "From its launch to its end": with host buffers the calling thread runs the work, so the
 // events stop once it has completed; with device buffers once it is enqueued on the
 // stream (as NCCL's stop: the kernel runs later), and no KernelCh (the kernel's channels
-// run later still, and Chorus does not read their GPU timers). Not emitted: ProxyOp,
-// ProxyStep and ProxyCtrl (the network proxy moves FIFO slots for every communicator of the
-// process and knows no calls), KernelLaunch, NetPlugin, the copy-engine and kernel phase
-// events.
+// run later still, and Chorus does not read their GPU timers), and no ProxyOp (a kernel's
+// steps are not counted). Not emitted: ProxyCtrl (one proxy thread serves every
+// communicator of the process, where NCCL's has one per communicator), KernelLaunch,
+// NetPlugin, the copy-engine and kernel phase events.
 //
 // The activation mask (the plugin's init sets it, and may change it later): an event
 // starts when its own bit, or the bit of an event type below it, is set: NCCL's rule, so
@@ -46,6 +55,7 @@ struct ncclComm;
 namespace chorus {
 
 class ProfilerPlugin;  // profiler_plugin.h
+class ProxyOpEvents;   // proxy_op_events.h
 
 // The thread's group API event (one per outermost group, src/group's GroupState).
 class GroupApiEvent {
@@ -90,8 +100,8 @@ class CommProfiler {
   // For a communicator whose set-up has just finished: the process's plugin (loaded by the
   // first communicator) and its init. Null without a plugin, or when its init failed (one
   // WARN naming the plugin's file and the error; the communicator runs without it).
-  static std::unique_ptr<CommProfiler> attach(const ncclComm& comm, uint64_t commHash, int nNodes);
-  ~CommProfiler();  // the plugin's finalize for this communicator
+  static std::unique_ptr<CommProfiler> attach(ncclComm& comm, uint64_t commHash, int nNodes);
+  ~CommProfiler();  // stops what the connections still hold, then the plugin's finalize for this communicator
   CommProfiler(const CommProfiler&) = delete;
   CommProfiler& operator=(const CommProfiler&) = delete;
 
@@ -102,22 +112,25 @@ class CommProfiler {
 
   // A launch of `ops`, in three steps: before they are planned (points them at where the
   // planner writes its choices), once everything is staged (starts Group, Coll and P2p
-  // events, and KernelCh when the calling thread runs the work: `onHost`), once the launch
-  // has returned (stops them).
+  // events, and KernelCh and ProxyOp when the calling thread runs the work: `onHost`), once
+  // the launch has returned (stops them; ProxyOps stop with their last step).
   void beforePlanning(std::vector<CollOp>& ops);
   void launchBegins(const std::vector<CollOp>& ops, bool onHost);
   void launchEnded();
 
  private:
-  CommProfiler(std::shared_ptr<const ProfilerPlugin> plugin, void* context, int rank);
+  CommProfiler(ncclComm& comm, std::shared_ptr<const ProfilerPlugin> plugin, void* context);
 
+  ncclComm& comm_;
   std::shared_ptr<const ProfilerPlugin> plugin_;
   void* context_;
   int rank_;
+  std::shared_ptr<ProxyOpEvents> proxyEvents_;                  // shared with the connections' ProxyOps
   uint64_t seqNumbers_[static_cast<int>(WorkKind::Send)] = {};  // per collective, by WorkKind
   std::vector<OpPlacement> placements_;                         // the launch's, by op
   void* groupEvent_ = nullptr;
   std::vector<void*> callEvents_;     // the launch's Coll and P2p events
+  std::vector<void*> eventOfOp_;      // the same by op (null: none), for their ProxyOps
   std::vector<void*> channelEvents_;  // and their KernelCh events
 };
 

@@ -35,7 +35,7 @@ std::vector<std::string> candidateFiles(const char* setting) {
   return {name, "libnccl-profiler-" + name + ".so"};
 }
 
-// v4 knows the group, coll, p2p and kernel channel events; a coll's or p2p's parent is the
+// v4 knows the group, coll, p2p, proxy op and step, and kernel channel events; a coll's or p2p's parent is the
 // group event, which v5 moved to coll.parentGroup / p2p.parentGroup. False: v4 has no such
 // event.
 bool toV4(const ncclProfilerEventDescr_v7_t& d, ncclProfilerEventDescr_v4_t* out) {
@@ -58,6 +58,14 @@ bool toV4(const ncclProfilerEventDescr_v7_t& d, ncclProfilerEventDescr_v4_t* out
     case ncclProfileKernelCh:
       out->parentObj = d.parentObj;
       out->kernelCh = d.kernelCh;
+      return true;
+    case ncclProfileProxyOp:
+      out->parentObj = d.parentObj;
+      out->proxyOp = d.proxyOp;
+      return true;
+    case ncclProfileProxyStep:
+      out->parentObj = d.parentObj;
+      out->proxyStep = d.proxyStep;
       return true;
     default:
       return false;
@@ -100,6 +108,12 @@ bool toV5Shape(const ncclProfilerEventDescr_v7_t& d, Descr* out) {
     }
     case ncclProfileKernelCh:
       out->kernelCh = d.kernelCh;
+      return true;
+    case ncclProfileProxyOp:
+      out->proxyOp = d.proxyOp;
+      return true;
+    case ncclProfileProxyStep:
+      out->proxyStep = d.proxyStep;
       return true;
     default:
       return false;  // the events Chorus does not emit are not translated

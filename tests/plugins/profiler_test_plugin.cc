@@ -24,9 +24,11 @@
 //                    [kernelVariant=S isSymColl=N userTag=0xH]
 //     P2p(4)         func=S count=N datatype=S peer=N nChannels=N buff=P [userTag=0xH]
 //     KernelCh(64)   channelId=N pTimer=N
+//     ProxyOp(8)     pid=N channelId=N peer=N nSteps=N chunkSize=N isSend=N
+//     ProxyStep(16)  step=N
 //   ([...]: v7 only)
 //   stop id=ID
-//   state id=ID state=N [pTimer=N: KernelChStop(22)]
+//   state id=ID state=N [pTimer=N: KernelChStop(22)] [transSize=N: a ProxyStep state (8-12)]
 //   finalize ctx=ID
 #include <unistd.h>
 
@@ -164,6 +166,12 @@ std::string describe(const Descr& d) {
          " buff=" + pointer(d.p2p.buff);
   } else if (d.type == ncclProfileKernelCh) {
     s += " channelId=" + std::to_string(d.kernelCh.channelId) + " pTimer=" + std::to_string(d.kernelCh.pTimer);
+  } else if (d.type == ncclProfileProxyOp) {
+    s += " pid=" + std::to_string(d.proxyOp.pid) + " channelId=" + std::to_string(d.proxyOp.channelId) +
+         " peer=" + std::to_string(d.proxyOp.peer) + " nSteps=" + std::to_string(d.proxyOp.nSteps) +
+         " chunkSize=" + std::to_string(d.proxyOp.chunkSize) + " isSend=" + std::to_string(d.proxyOp.isSend);
+  } else if (d.type == ncclProfileProxyStep) {
+    s += " step=" + std::to_string(d.proxyStep.step);
   }
   if constexpr (!kV4) {
     if (d.type == ncclProfileGroupApi) {
@@ -215,6 +223,8 @@ template <typename Args>
 ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_t eState, Args* args) {
   std::string line = "state id=" + eventId(eHandle) + " state=" + std::to_string(static_cast<int>(eState));
   if (eState == ncclProfilerKernelChStop && args != nullptr) line += " pTimer=" + std::to_string(args->kernelCh.pTimer);
+  const bool stepState = eState >= ncclProfilerProxyStepSendGPUWait && eState <= ncclProfilerProxyStepRecvGPUWait;
+  if (stepState && args != nullptr) line += " transSize=" + std::to_string(args->proxyStep.transSize);
   writeLine(line);
   return ncclSuccess;
 }

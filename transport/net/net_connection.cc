@@ -48,7 +48,8 @@ NetConnection::NetConnection(Net& net, const FifoLayout& layout, int peerRank, b
       peer_(peerRank),
       nSlots_(static_cast<uint64_t>(layout.nSlots)),
       stride_(FifoEnd::proxiedStride(layout)),
-      bytes_(FifoEnd::proxiedBytes(layout)) {
+      bytes_(FifoEnd::proxiedBytes(layout)),
+      trace_(layout.nSlots) {
   memory_ = std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(bytes_));
   if (memory_ == nullptr) return;
   memset(memory_, 0, sizeof(StepFifoControl));  // counters start at 0; slots need no clearing
@@ -106,6 +107,17 @@ void NetConnection::setPeerHandle(int dev, const void* handle, const NetCommConf
   config_ = config;
 }
 
+bool NetConnection::traceProxyOp(const ProxyOpTrace& op) {
+  if (state_.load() == State::Failed) return false;
+  trace_.add(op);
+  return true;
+}
+
+void NetConnection::stopTracing() {
+  if (inProxy_) drainSends();
+  trace_.stopAll();
+}
+
 void NetConnection::start() {
   inProxy_ = true;
   Proxy::instance().add(this);
@@ -158,6 +170,7 @@ bool NetConnection::progressExclusive() {
              sending_ ? "to" : "from", peer_);
         closeComms();
         state_.store(State::Failed);
+        trace_.stopAll();
         return true;
       }
       return sending_ ? progressSend() : progressRecv();
@@ -200,6 +213,7 @@ bool NetConnection::progressSend() {
     if (r != ncclSuccess) return fail("isend()", r), true;
     if (request == nullptr) break;  // the net's request pool is full: later
     requests_[posted_ & (nSlots_ - 1)] = request;
+    if (trace_.active()) trace_.onPosted(posted_, true, static_cast<size_t>(bytes));
     ++posted_;
     moved = true;
   }
@@ -208,6 +222,7 @@ bool NetConnection::progressSend() {
     ncclResult_t r = net_.test(requests_[done_ & (nSlots_ - 1)], &done, nullptr);
     if (r != ncclSuccess) return fail("test() of a send", r), true;
     if (!done) break;
+    if (trace_.active()) trace_.onSent(done_);
     publish(&ctrl_->head, ++done_);
     moved = true;
   }
@@ -217,6 +232,7 @@ bool NetConnection::progressSend() {
 bool NetConnection::progressRecv() {
   bool moved = false;
   const uint64_t head = loadAcquire(&ctrl_->head);
+  if (trace_.active()) trace_.onConsumed(head, ctrl_->sizes);  // before the freed slots take new receives
   while (posted_ - head < nSlots_ && posted_ - done_ < nSlots_) {
     void* data = slot(posted_);
     int size = static_cast<int>(stride_);
@@ -226,6 +242,7 @@ bool NetConnection::progressRecv() {
     if (r != ncclSuccess) return fail("irecv()", r), true;
     if (request == nullptr) break;
     requests_[posted_ & (nSlots_ - 1)] = request;
+    if (trace_.active()) trace_.onPosted(posted_, false, 0);
     ++posted_;
     moved = true;
   }
@@ -236,6 +253,7 @@ bool NetConnection::progressRecv() {
     if (r != ncclSuccess) return fail("test() of a receive", r), true;
     if (!done) break;
     ctrl_->sizes[done_ & (nSlots_ - 1)] = size;
+    if (trace_.active()) trace_.onArrived(done_, static_cast<size_t>(size));  // before the executor can consume it
     publish(&ctrl_->tail, ++done_);
     moved = true;
   }
@@ -313,6 +331,7 @@ void NetConnection::fail(const char* call, ncclResult_t result) {
   wakeSleepersOf(&ctrl_->tail, &ctrl_->sleepers);
   closeComms();
   state_.store(State::Failed);
+  trace_.stopAll();
 }
 
 void NetConnection::closeComms() {

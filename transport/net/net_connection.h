@@ -29,6 +29,7 @@
 
 #include "transport/net/net.h"
 #include "transport/net/proxy.h"
+#include "transport/net/proxy_op_trace.h"
 #include "transport/transport.h"
 
 namespace chorus {
@@ -68,6 +69,10 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   // The sender's staging slots once every step has gone out; never the receiver's, into
   // which the proxy may be receiving the peer's next step at any time.
   size_t releaseIdleSlots() override;
+  // A profiler's ProxyOp over this connection's steps (proxy_op_trace.h).
+  bool traceProxyOp(const ProxyOpTrace& op) override;
+  // Sends what the executor published first (as the destructor would), so that their steps are reported.
+  void stopTracing() override;
 
  private:
   bool progressExclusive();  // `busy_` held
@@ -120,6 +125,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   PeerCall held_{};
   uint64_t heldAfter_ = 0;
   bool holding_ = false;
+  ProxyOpTracer trace_;  // events of a profiler plugin; inactive without one
   std::atomic<State> state_{State::Connecting};
   std::atomic<bool> drivenByKernel_{false};
 };
