@@ -178,9 +178,8 @@ void CommProfiler::beforePlanning(std::vector<CollOp>& ops) {
 void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
   int mask = 0;
   for (const CollOp& op : ops) mask |= op.profile.mask;
-  callEvents_.clear();
   channelEvents_.clear();
-  eventOfOp_.assign(ops.size(), nullptr);
+  callEvents_.assign(ops.size(), nullptr);
   groupEvent_ = nullptr;
   if ((mask & kGroupWanted) != 0) {
     ncclProfilerEventDescr_v7_t d = descriptor(ncclProfileGroup, nullptr, rank_);
@@ -223,8 +222,7 @@ void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
     void* handle = nullptr;
     plugin_->startEvent(context_, &handle, d);
     if (handle == nullptr) continue;
-    callEvents_.push_back(handle);
-    eventOfOp_[i] = handle;
+    callEvents_[i] = handle;
     if (!onHost || (op.profile.mask & kKernelChWanted) == 0) continue;
     const uint64_t start = monotonicNs();
     for (uint8_t channel = 0; channel < nChannels; ++channel) {
@@ -235,7 +233,7 @@ void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
       if (channelEvent != nullptr) channelEvents_.push_back(channelEvent);
     }
   }
-  if (onHost) proxyEvents_->start(comm_, placements_, eventOfOp_, mask);
+  if (onHost) proxyEvents_->start(comm_, placements_, callEvents_, mask);
 }
 
 void CommProfiler::launchEnded() {
@@ -248,7 +246,7 @@ void CommProfiler::launchEnded() {
     }
     channelEvents_.clear();
   }
-  for (void* handle : callEvents_) plugin_->stopEvent(handle);
+  for (void* handle : callEvents_) plugin_->stopEvent(handle);  // null: nothing to stop
   callEvents_.clear();
   plugin_->stopEvent(groupEvent_);
   groupEvent_ = nullptr;

@@ -129,8 +129,7 @@ class CommProfiler {
   uint64_t seqNumbers_[static_cast<int>(WorkKind::Send)] = {};  // per collective, by WorkKind
   std::vector<OpPlacement> placements_;                         // the launch's, by op
   void* groupEvent_ = nullptr;
-  std::vector<void*> callEvents_;     // the launch's Coll and P2p events
-  std::vector<void*> eventOfOp_;      // the same by op (null: none), for their ProxyOps
+  std::vector<void*> callEvents_;     // the launch's Coll and P2p events, by op (null: none)
   std::vector<void*> channelEvents_;  // and their KernelCh events
 };
 
