@@ -7,7 +7,7 @@
 #include "core/debug.h"
 #include "src/comm/comm.h"
 #include "src/profiler/profiler_plugin.h"
-#include "src/profiler/proxy_op_events.h"
+#include "src/profiler/proxy_events.h"
 
 namespace chorus {
 namespace {
@@ -141,13 +141,15 @@ CommProfiler::CommProfiler(ncclComm& comm, std::shared_ptr<const ProfilerPlugin>
       plugin_(std::move(plugin)),
       context_(context),
       rank_(comm.rank),
-      proxyEvents_(std::make_shared<ProxyOpEvents>(plugin_, context, comm.rank)) {}
+      proxyEvents_(std::make_shared<ProxyOpEvents>(plugin_, context, comm.rank)),
+      ctrlEvents_(std::make_unique<ProxyCtrlEvents>(plugin_, context, comm.rank)) {}
 
 CommProfiler::~CommProfiler() {
   // No ProxyOp or ProxyStep event of this context may stop after its finalize.
   comm_.forEachConnection([](Connection& c) {
     if (c.resource != nullptr) c.resource->stopTracing();
   });
+  ctrlEvents_.reset();
   if (context_ != nullptr) plugin_->finalize(context_);  // as NCCL: a plugin that gave no context gets no finalize
 }
 
@@ -234,6 +236,7 @@ void CommProfiler::launchBegins(const std::vector<CollOp>& ops, bool onHost) {
     }
   }
   if (onHost) proxyEvents_->start(comm_, placements_, callEvents_, mask);
+  if ((mask & ncclProfileProxyCtrl) != 0) ctrlEvents_->attachIfProxied(comm_);
 }
 
 void CommProfiler::launchEnded() {

@@ -24,19 +24,21 @@
 //                   direction (peer, isSend, nSteps, chunkSize: the protocol's slot), with
 //                   host buffers only; from the launch until its last step has stopped
 //                   (it may outlive the Coll, as in NCCL); state ProxyOpInProgress_v4 at
-//                   its first step; parentObj: the Coll or P2p (proxy_op_events.h)
+//                   its first step; parentObj: the Coll or P2p (proxy_events.h)
 //   ProxyStep       one network transfer of a ProxyOp (step: its index): a send from the
 //                   net's isend (SendWait, transSize) to its completion, a receive from its
 //                   posting (RecvWait) through its arrival (RecvGPUWait, transSize) until
 //                   the executor consumed it; parentObj: the ProxyOp
+//   ProxyCtrl       the process's proxy thread as each communicator with a network
+//                   connection sees it: Active or Idle at each move between the two, Sleep
+//                   to Wakeup for each sleep in poll(); no parent (proxy_events.h)
 // (v7 adds the call's userProfilerTag to CollApi, P2pApi, Coll and P2p.)
 // "From its launch to its end": with host buffers the calling thread runs the work, so the
 // events stop once it has completed; with device buffers once it is enqueued on the
 // stream (as NCCL's stop: the kernel runs later), and no KernelCh (the kernel's channels
 // run later still, and Chorus does not read their GPU timers), and no ProxyOp (a kernel's
-// steps are not counted). Not emitted: ProxyCtrl (one proxy thread serves every
-// communicator of the process, where NCCL's has one per communicator), KernelLaunch,
-// NetPlugin, the copy-engine and kernel phase events.
+// steps are not counted). Not emitted: KernelLaunch, NetPlugin, ProxyCtrl's Append
+// states (calls reach the proxy through FIFOs), the copy-engine and kernel phase events.
 //
 // The activation mask (the plugin's init sets it, and may change it later): an event
 // starts when its own bit, or the bit of an event type below it, is set: NCCL's rule, so
@@ -54,8 +56,9 @@ struct ncclComm;
 
 namespace chorus {
 
-class ProfilerPlugin;  // profiler_plugin.h
-class ProxyOpEvents;   // proxy_op_events.h
+class ProfilerPlugin;   // profiler_plugin.h
+class ProxyOpEvents;    // proxy_events.h
+class ProxyCtrlEvents;  // proxy_events.h
 
 // The thread's group API event (one per outermost group, src/group's GroupState).
 class GroupApiEvent {
@@ -125,7 +128,8 @@ class CommProfiler {
   std::shared_ptr<const ProfilerPlugin> plugin_;
   void* context_;
   int rank_;
-  std::shared_ptr<ProxyOpEvents> proxyEvents_;                  // shared with the connections' ProxyOps
+  std::shared_ptr<ProxyOpEvents> proxyEvents_;  // shared with the connections' ProxyOps
+  std::unique_ptr<ProxyCtrlEvents> ctrlEvents_;
   uint64_t seqNumbers_[static_cast<int>(WorkKind::Send)] = {};  // per collective, by WorkKind
   std::vector<OpPlacement> placements_;                         // the launch's, by op
   void* groupEvent_ = nullptr;

@@ -35,7 +35,7 @@ std::vector<std::string> candidateFiles(const char* setting) {
   return {name, "libnccl-profiler-" + name + ".so"};
 }
 
-// v4 knows the group, coll, p2p, proxy op and step, and kernel channel events; a coll's or p2p's parent is the
+// v4 knows the group, coll, p2p, proxy op, step and ctrl, and kernel channel events; a coll's or p2p's parent is the
 // group event, which v5 moved to coll.parentGroup / p2p.parentGroup. False: v4 has no such
 // event.
 bool toV4(const ncclProfilerEventDescr_v7_t& d, ncclProfilerEventDescr_v4_t* out) {
@@ -66,6 +66,8 @@ bool toV4(const ncclProfilerEventDescr_v7_t& d, ncclProfilerEventDescr_v4_t* out
     case ncclProfileProxyStep:
       out->parentObj = d.parentObj;
       out->proxyStep = d.proxyStep;
+      return true;
+    case ncclProfileProxyCtrl:
       return true;
     default:
       return false;
@@ -114,6 +116,8 @@ bool toV5Shape(const ncclProfilerEventDescr_v7_t& d, Descr* out) {
       return true;
     case ncclProfileProxyStep:
       out->proxyStep = d.proxyStep;
+      return true;
+    case ncclProfileProxyCtrl:
       return true;
     default:
       return false;  // the events Chorus does not emit are not translated

@@ -7,11 +7,12 @@
 // once): the counts known before the call runs (device/common/step_counts.h) must match
 // the steps the connection then moves. What a rank sends to a peer on a channel for a call
 // is what that peer receives (the same nSteps at both ends). Over shared memory, and with
-// a mask that does not ask for them, there are none. Results are checked: profiling
-// changes nothing.
+// a mask that does not ask for them, there are none. ProxyCtrl events tell the proxy
+// thread's activity and sleeps. Results are checked: profiling changes nothing.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,9 +26,10 @@
 namespace chorus_test {
 namespace {
 
-constexpr int kColl = 1 << 1, kP2p = 1 << 2, kProxyOp = 1 << 3, kProxyStep = 1 << 4;
+constexpr int kColl = 1 << 1, kP2p = 1 << 2, kProxyOp = 1 << 3, kProxyStep = 1 << 4, kProxyCtrl = 1 << 5;
 // recordEventState's states (ncclProfilerEventState_t).
 constexpr int kSendWait = 9, kRecvWait = 10, kRecvGPUWait = 12, kProxyOpInProgress = 19;
+constexpr int kCtrlIdle = 13, kCtrlActive = 14, kCtrlSleep = 15, kCtrlWakeup = 16;
 
 constexpr size_t kSmall = 1000;     // floats: one step per channel on most connections
 constexpr size_t kLarge = 1 << 20;  // floats: many steps (4 MiB)
@@ -224,6 +226,38 @@ TEST(ProfilerProxyEvents, NoneOverSharedMemory) { expectNoProxyEvents(0x7fff, fa
 
 // A mask without the proxy events (Coll only): none over the network either.
 TEST(ProfilerProxyEvents, NoneWhenTheMaskDoesNotAskForThem) { expectNoProxyEvents(kColl, true); }
+
+// ProxyCtrl over the network: the proxy thread's moves between working and idle, and its
+// sleeps, each a short event without parent; nothing else (the mask asks for nothing else).
+TEST(ProfilerProxyEvents, ProxyCtrlTellsTheProxyThreadsActivityAndSleeps) {
+  ScopedEnv env;
+  env.set("NCCL_PROFILER_PLUGIN", pluginPath("libnccl-profiler-chorustest.so"));
+  env.set("CHORUS_TEST_PROFILER_MASK", std::to_string(kProxyCtrl));
+  env.set("NCCL_P2P_DISABLE", "1");
+  env.set("NCCL_SHM_DISABLE", "1");
+  ProfilerLog profile(env);
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, runCalls));
+  std::vector<std::string> problems;
+  for (const ProfiledComm& c : profile.comms(&problems)) {
+    const std::string rank = "rank " + c.init.field("rank") + ": ";
+    const std::vector<const ProfiledEvent*> ctrl = c.ofType(kProxyCtrl);
+    if (ctrl.size() != c.events.size()) problems.push_back(rank + "events other than ProxyCtrl");
+    std::set<int> seen;
+    for (const ProfiledEvent* e : ctrl) {
+      std::vector<int> states;
+      for (const auto& [at, state] : e->states) states.push_back(state);
+      const bool shape = states == std::vector<int>{kCtrlIdle} || states == std::vector<int>{kCtrlActive} ||
+                         states == std::vector<int>{kCtrlSleep, kCtrlWakeup} ||
+                         (states == std::vector<int>{kCtrlSleep} && e == ctrl.back());  // asleep at the destroy
+      if (!shape || e->stops != 1 || e->start.field("parent") != "0") problems.push_back(rank + e->start.line);
+      seen.insert(states.begin(), states.end());
+    }
+    // The calls kept the proxy busy, and it went idle between them.
+    if (seen.count(kCtrlActive) == 0 || seen.count(kCtrlIdle) == 0)
+      problems.push_back(rank + "no Active or no Idle ProxyCtrl event");
+  }
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
 
 }  // namespace
 }  // namespace chorus_test

@@ -26,6 +26,7 @@
 //     KernelCh(64)   channelId=N pTimer=N
 //     ProxyOp(8)     pid=N channelId=N peer=N nSteps=N chunkSize=N isSend=N
 //     ProxyStep(16)  step=N
+//     ProxyCtrl(32)  (no fields)
 //   ([...]: v7 only)
 //   stop id=ID
 //   state id=ID state=N [pTimer=N: KernelChStop(22)] [transSize=N: a ProxyStep state (8-12)]

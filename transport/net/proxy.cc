@@ -72,6 +72,20 @@ void Proxy::remove(ProxyConnection* conn) {
   doorbell_ = -1;
 }
 
+void Proxy::addCtrlSink(ProxyCtrlSink* sink) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ctrlSinks_.push_back(sink);
+}
+
+void Proxy::removeCtrlSink(ProxyCtrlSink* sink) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ctrlSinks_.erase(std::remove(ctrlSinks_.begin(), ctrlSinks_.end(), sink), ctrlSinks_.end());
+}
+
+void Proxy::tellSinks(ProxyCtrlState state) {
+  for (ProxyCtrlSink* sink : ctrlSinks_) sink->proxyState(state);
+}
+
 bool Proxy::running() {
   std::lock_guard<std::mutex> life(lifecycle_);
   return thread_.joinable();
@@ -90,6 +104,7 @@ void Proxy::loop(long sleepMaxUs) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stop_) return;
       for (ProxyConnection* conn : conns_) moved |= conn->progress();
+      if (moved == idle && !ctrlSinks_.empty()) tellSinks(moved ? ProxyCtrlState::Active : ProxyCtrlState::Idle);
     }
     if (moved) {
       idle = false;
@@ -130,12 +145,17 @@ bool Proxy::sleep(long us) {
     }
   }
   // Unlocked: add() and remove() ring the doorbell, so a sleep never delays them.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!ctrlSinks_.empty()) tellSinks(ProxyCtrlState::Sleep);
+  }
   const timespec limit = timespecOfUs(us);
   ppoll(waitFds_.data(), waitFds_.size(), &limit, nullptr);
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   eventfd_t rings = 0;
   eventfd_read(doorbell_, &rings);  // non-blocking: clears what rang
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!ctrlSinks_.empty()) tellSinks(ProxyCtrlState::Wakeup);
   // Connections added meanwhile never announced; clearing theirs is harmless.
   for (ProxyConnection* conn : conns_) conn->announceSleep(0);
   return true;

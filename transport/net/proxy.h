@@ -35,6 +35,16 @@ class ProxyConnection {
   virtual void announceSleep(uint32_t bell) = 0;
 };
 
+// What a profiler sees of the proxy thread itself (NCCL's ProxyCtrl events): its moves
+// between working and idle, and each sleep in poll() and its wake-up. Called on the proxy
+// thread, never under the proxy's locks' other users (add/remove wait for it).
+enum class ProxyCtrlState { Idle, Active, Sleep, Wakeup };
+class ProxyCtrlSink {
+ public:
+  virtual ~ProxyCtrlSink() = default;
+  virtual void proxyState(ProxyCtrlState state) = 0;
+};
+
 class Proxy {
  public:
   // The process's proxy (never destroyed: its thread may outlive static destructors).
@@ -45,6 +55,11 @@ class Proxy {
   // After this returns the proxy thread no longer touches `conn`.
   void remove(ProxyConnection* conn);
 
+  // `sink` hears of the thread's states from now until removeCtrlSink() returns (a sleep
+  // it heard begin may then never be said to end: the sink closes it itself).
+  void addCtrlSink(ProxyCtrlSink* sink);
+  void removeCtrlSink(ProxyCtrlSink* sink);
+
   bool running();                                     // for tests: whether the thread exists
   uint64_t sleeps() const { return sleeps_.load(); }  // for tests: the thread's sleeps in poll() so far
 
@@ -54,11 +69,13 @@ class Proxy {
   // Sleeps until a connection can move, the doorbell rings, or `us` passed; false without
   // sleeping when a connection cannot say what it waits for (the caller naps instead).
   bool sleep(long us);
-  void ring();  // lifecycle_ held
+  void tellSinks(ProxyCtrlState state);  // mutex_ held
+  void ring();                           // lifecycle_ held
 
   std::mutex lifecycle_;  // serialises add/remove with starting and joining the thread
   std::mutex mutex_;      // guards conns_ and stop_; held by the thread while it progresses
   std::vector<ProxyConnection*> conns_;
+  std::vector<ProxyCtrlSink*> ctrlSinks_;  // guarded by mutex_
   bool stop_ = false;
   std::thread thread_;
   int doorbell_ = -1;            // an eventfd, made with the thread and closed after it is joined

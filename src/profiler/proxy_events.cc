@@ -1,4 +1,4 @@
-#include "src/profiler/proxy_op_events.h"
+#include "src/profiler/proxy_events.h"
 
 #include <unistd.h>
 
@@ -76,6 +76,43 @@ void ProxyOpEvents::start(ncclComm& comm, const std::vector<OpPlacement>& placem
         if (!owner->second->traceProxyOp(trace)) plugin_->stopEvent(op);  // the connection failed
       }
     }
+  }
+}
+
+ProxyCtrlEvents::~ProxyCtrlEvents() {
+  if (attached_) Proxy::instance().removeCtrlSink(this);
+  std::lock_guard<std::mutex> lock(mutex_);
+  plugin_->stopEvent(sleep_);
+}
+
+void ProxyCtrlEvents::attachIfProxied(ncclComm& comm) {
+  if (attached_) return;
+  comm.forEachConnection([&](Connection& c) { attached_ = attached_ || (c.connected() && c.end.proxied); });
+  if (attached_) Proxy::instance().addCtrlSink(this);
+}
+
+void ProxyCtrlEvents::proxyState(ProxyCtrlState state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (state == ProxyCtrlState::Wakeup) {
+    if (sleep_ == nullptr) return;  // the sleep began before this communicator listened
+    plugin_->recordEventState(sleep_, ncclProfilerProxyCtrlWakeup);
+    plugin_->stopEvent(sleep_);
+    sleep_ = nullptr;
+    return;
+  }
+  ncclProfilerEventDescr_v7_t d{};
+  d.type = ncclProfileProxyCtrl;
+  d.rank = rank_;
+  void* event = nullptr;
+  plugin_->startEvent(context_, &event, d);
+  const ncclProfilerEventState_t nccl = state == ProxyCtrlState::Idle     ? ncclProfilerProxyCtrlIdle
+                                        : state == ProxyCtrlState::Active ? ncclProfilerProxyCtrlActive
+                                                                          : ncclProfilerProxyCtrlSleep;
+  plugin_->recordEventState(event, nccl);
+  if (state == ProxyCtrlState::Sleep) {
+    sleep_ = event;  // stopped at the wake-up
+  } else {
+    plugin_->stopEvent(event);
   }
 }
 
