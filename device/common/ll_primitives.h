@@ -70,15 +70,15 @@ namespace chorus {
 
 // The lines a step's stamp takes before its data (see above): 32 bytes of payload.
 constexpr size_t kLineStampBytes = 32;
-constexpr size_t lineStampLines(Protocol p) { return p == Protocol::LL ? kLineStampBytes / 8 : 1; }
+CHORUS_HD constexpr size_t lineStampLines(Protocol p) { return p == Protocol::LL ? kLineStampBytes / 8 : 1; }
 
 // Payload bytes one step of the line format `Format` carries in `e`'s slots: the whole
 // lines past those of the step's stamp.
 template <typename Format>
 CHORUS_HD size_t linePayloadBytes(const FifoEnd& e) {
   const size_t lines = e.slotBytes[static_cast<int>(Format::kProtocol)] / Format::kLineBytes;
-  const size_t stampLines = lineStampLines(Format::kProtocol);
-  return lines > stampLines ? (lines - stampLines) * Format::kPayloadBytes : 0;
+  constexpr size_t kStamp = lineStampLines(Format::kProtocol);
+  return lines > kStamp ? (lines - kStamp) * Format::kPayloadBytes : 0;
 }
 
 // True for the nSlots steps just before each step whose flag is 0 mod 2^31 (see above).
