@@ -114,6 +114,33 @@ TEST_F(SocketNetTest, ACloseAfterTheLastSendDeliversEverythingDespiteUnreadNotes
   EXPECT_EQ(net.closeListen(c.listen), ncclSuccess);
 }
 
+// A send comm whose connection failed (abandonSend) closes at once, even while its peer
+// reads nothing and most of what was sent is still undelivered.
+TEST_F(SocketNetTest, AnAbandonedSendCommClosesWithoutWaitingForDelivery) {
+  SocketNet net;
+  ASSERT_EQ(net.init(), ncclSuccess);
+  Connection c;
+  ASSERT_NO_FATAL_FAILURE(connectPair(net, &c));
+  std::vector<char> out(32 << 10, 'a');
+  for (int i = 0; i < 64; ++i) {  // 2 MiB into the kernel's buffers, none of it read
+    NetRequest* request = nullptr;
+    auto deadline = Clock::now() + std::chrono::seconds(5);
+    while (request == nullptr && Clock::now() < deadline)
+      ASSERT_EQ(net.isend(c.send, out.data(), static_cast<int>(out.size()), 0, nullptr, &request), ncclSuccess);
+    int done = 0;
+    while (request != nullptr && !done && Clock::now() < deadline)
+      ASSERT_EQ(net.test(request, &done, nullptr), ncclSuccess);
+    ASSERT_TRUE(done);
+  }
+  net.abandonSend(c.send);
+  const auto start = Clock::now();
+  EXPECT_EQ(net.closeSend(c.send), ncclSuccess);
+  // A normal close would wait for the peer (2 s without progress at the least).
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(net.closeRecv(c.recv), ncclSuccess);
+  EXPECT_EQ(net.closeListen(c.listen), ncclSuccess);
+}
+
 TEST_F(SocketNetTest, ReceiverClosingMidMessageFailsTheSend) {
   SocketNet net;
   ASSERT_EQ(net.init(), ncclSuccess);

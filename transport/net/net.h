@@ -121,6 +121,9 @@ class Net {
   // Close and free a comm; its outstanding requests die with it.
   virtual ncclResult_t closeSend(NetSendComm* comm) = 0;
   virtual ncclResult_t closeRecv(NetRecvComm* comm) = 0;
+  // The connection failed: closing `comm` need not wait until its last bytes reached the
+  // peer (the socket net waits for that on a normal close).
+  virtual void abandonSend(NetSendComm* /*comm*/) {}
   virtual ncclResult_t closeListen(NetListenComm* comm) = 0;
 };
 

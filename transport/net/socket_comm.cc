@@ -19,7 +19,7 @@ SocketComm::SocketComm(bool sending, std::vector<TcpStream> streams)
 SocketComm::~SocketComm() {
   // The receiver's notes come back on the control stream: unread at the close, they would
   // make it a reset that drops the last message's bytes still on their way.
-  if (sending()) control_.closeWhenDelivered();
+  if (sending() && deliverOnClose_ && error_ == ncclSuccess) control_.closeWhenDelivered();
 }  // helpers_, declared last, stops and joins first
 
 // NCCL_SOCKET_NTHREADS unset or 1 means no helper threads at all: test() moves the data

@@ -52,6 +52,9 @@ class SocketComm {
   ncclResult_t startHelpers(uint32_t threads);
   uint32_t helperThreads() const { return helpers_.count(); }
 
+  // A send comm of a failed connection: its close does not wait for delivery (~SocketComm).
+  void abandon() { deliverOnClose_ = false; }
+
   bool sending() const { return magic_ == kSendMagic; }
   // The magic tells a send comm from a receive comm behind an opaque pointer.
   bool isKind(bool sending) const { return magic_ == (sending ? kSendMagic : kRecvMagic); }
@@ -115,6 +118,7 @@ class SocketComm {
 
   uint32_t magic_;
   ncclResult_t error_ = ncclSuccess;
+  bool deliverOnClose_ = true;
   TcpStream control_;
   std::vector<DataStream> data_;
   std::array<SocketRequest, SocketNet::kMaxRequests> pool_;

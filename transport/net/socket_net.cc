@@ -320,6 +320,12 @@ ncclResult_t SocketNet::closeSend(NetSendComm* comm) {
   return closeComm(reinterpret_cast<SocketComm*>(comm), /*sending=*/true);
 }
 
+void SocketNet::abandonSend(NetSendComm* comm) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = comms_.find(reinterpret_cast<SocketComm*>(comm));
+  if (it != comms_.end() && it->second->isKind(/*sending=*/true)) it->second->abandon();
+}
+
 ncclResult_t SocketNet::closeRecv(NetRecvComm* comm) {
   if (comm == nullptr) return invalid("closeRecv(): null comm");
   return closeComm(reinterpret_cast<SocketComm*>(comm), /*sending=*/false);

@@ -75,6 +75,7 @@ class SocketNet final : public Net {
   ncclResult_t takeNote(void* comm, void* note, uint64_t* after, bool* got) override;
   ncclResult_t closeSend(NetSendComm* comm) override;
   ncclResult_t closeRecv(NetRecvComm* comm) override;
+  void abandonSend(NetSendComm* comm) override;
   ncclResult_t closeListen(NetListenComm* comm) override;
 
   // Data sockets per connection this net's listeners ask for (after clamping).

@@ -23,7 +23,7 @@ void TcpStream::close() {
 
 void TcpStream::closeWhenDelivered() {
   if (fd_ < 0) return;
-  constexpr int kStallMs = 50, kLimitMs = 1000;
+  constexpr int kStallMs = 2000, kLimitMs = 5000;  // about: each round sleeps 1 ms or more
   char dropped[256];
   auto dropInput = [&] {
     ssize_t n;

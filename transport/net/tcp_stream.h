@@ -38,7 +38,9 @@ class TcpStream {
   // Closes once the peer's kernel has acknowledged every byte sent, reading and dropping
   // what arrives meanwhile: a close with unread input resets the connection, and a reset
   // drops what was not delivered yet (the end of the last message). Stops waiting when the
-  // peer takes nothing for 50 ms (gone, or not reading), and after 1 s in all.
+  // peer closes or resets, when it takes nothing for 2 s (hung; a descheduled but live
+  // receiver is given that long), and after 5 s in all. For a normal close only: the socket
+  // net skips it for a connection that failed (SocketComm::abandon).
   void closeWhenDelivered();
 
   // Starts connecting to `address` without waiting; pollConnected() says when it is done.
