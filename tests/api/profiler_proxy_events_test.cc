@@ -36,6 +36,15 @@ constexpr size_t kLarge = 1 << 20;  // floats: many steps (4 MiB)
 
 std::string pluginPath(const char* file) { return std::string(CHORUS_TEST_PROFILER_PLUGIN_DIR) + "/" + file; }
 
+// The test plugin with activation mask `mask`; over the network (NET) or the default transports.
+void profileWith(ScopedEnv& env, int mask, bool overNetwork) {
+  env.set("NCCL_PROFILER_PLUGIN", pluginPath("libnccl-profiler-chorustest.so"));
+  env.set("CHORUS_TEST_PROFILER_MASK", std::to_string(mask));
+  if (!overNetwork) return;
+  env.set("NCCL_P2P_DISABLE", "1");
+  env.set("NCCL_SHM_DISABLE", "1");
+}
+
 // Every collective kind at two sizes, then a Send to the next rank and a Recv from the
 // previous one in a group, each result checked.
 RankOutcome runCalls(int rank, int nranks, const ncclUniqueId& id) {
@@ -155,10 +164,7 @@ class ProfilerProxyEventsTest : public testing::TestWithParam<ProxyCase> {};
 TEST_P(ProfilerProxyEventsTest, EachNetworkStepIsReportedUnderItsCall) {
   const ProxyCase& p = GetParam();
   ScopedEnv env;
-  env.set("NCCL_PROFILER_PLUGIN", pluginPath("libnccl-profiler-chorustest.so"));
-  env.set("CHORUS_TEST_PROFILER_MASK", std::to_string(p.mask));
-  env.set("NCCL_P2P_DISABLE", "1");
-  env.set("NCCL_SHM_DISABLE", "1");
+  profileWith(env, p.mask, /*overNetwork=*/true);
   env.set("NCCL_MIN_NCHANNELS", "2");
   env.set("NCCL_ALGO", p.algo);
   env.set("NCCL_PROTO", p.proto);
@@ -205,12 +211,7 @@ INSTANTIATE_TEST_SUITE_P(Net, ProfilerProxyEventsTest,
 // Runs the calls on 2 ranks with `mask`, over the network or not: Coll events, no proxy events.
 void expectNoProxyEvents(int mask, bool overNetwork) {
   ScopedEnv env;
-  env.set("NCCL_PROFILER_PLUGIN", pluginPath("libnccl-profiler-chorustest.so"));
-  env.set("CHORUS_TEST_PROFILER_MASK", std::to_string(mask));
-  if (overNetwork) {
-    env.set("NCCL_P2P_DISABLE", "1");
-    env.set("NCCL_SHM_DISABLE", "1");
-  }
+  profileWith(env, mask, overNetwork);
   ProfilerLog profile(env);
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, runCalls));
   std::vector<std::string> problems;
@@ -231,10 +232,7 @@ TEST(ProfilerProxyEvents, NoneWhenTheMaskDoesNotAskForThem) { expectNoProxyEvent
 // sleeps, each a short event without parent; nothing else (the mask asks for nothing else).
 TEST(ProfilerProxyEvents, ProxyCtrlTellsTheProxyThreadsActivityAndSleeps) {
   ScopedEnv env;
-  env.set("NCCL_PROFILER_PLUGIN", pluginPath("libnccl-profiler-chorustest.so"));
-  env.set("CHORUS_TEST_PROFILER_MASK", std::to_string(kProxyCtrl));
-  env.set("NCCL_P2P_DISABLE", "1");
-  env.set("NCCL_SHM_DISABLE", "1");
+  profileWith(env, kProxyCtrl, /*overNetwork=*/true);
   ProfilerLog profile(env);
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, runCalls));
   std::vector<std::string> problems;

@@ -62,6 +62,19 @@ TEST_F(SocketNetTest, SenderClosingMidMessageFailsTheReceive) {
   EXPECT_EQ(net.irecv(c.recv, 1, &data, &size, nullptr, nullptr, &again), ncclRemoteError);
 }
 
+// Sends `message` and tests it until it is done: in the kernel's buffers, whether or not
+// the receiver reads.
+void sendIntoKernelBuffers(Net& net, const Connection& c, std::vector<char>& message) {
+  NetRequest* request = nullptr;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (request == nullptr && Clock::now() < deadline)
+    ASSERT_EQ(net.isend(c.send, message.data(), static_cast<int>(message.size()), 0, nullptr, &request), ncclSuccess);
+  ASSERT_NE(request, nullptr);
+  int done = 0;
+  while (!done && Clock::now() < deadline) ASSERT_EQ(net.test(request, &done, nullptr), ncclSuccess);
+  ASSERT_TRUE(done) << "a send did not complete into the kernel's buffers";
+}
+
 // A sender that closes right after its last send completed (as a rank destroying its
 // communicator does) while its receiver is still reading, with a note from the receiver
 // unread: every message still arrives whole. (A close with unread input resets the
@@ -78,16 +91,7 @@ TEST_F(SocketNetTest, ACloseAfterTheLastSendDeliversEverythingDespiteUnreadNotes
   std::vector<std::vector<char>> out(kMessages), in(kMessages, std::vector<char>(kBytes, 0));
   for (int i = 0; i < kMessages; ++i) out[i] = pattern(kBytes, static_cast<uint32_t>(100 + i));
   // The sends complete into the kernel's buffers while nobody reads (2 MiB fits).
-  for (int i = 0; i < kMessages; ++i) {
-    NetRequest* request = nullptr;
-    auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (request == nullptr && Clock::now() < deadline)
-      ASSERT_EQ(net.isend(c.send, out[i].data(), static_cast<int>(kBytes), 0, nullptr, &request), ncclSuccess);
-    ASSERT_NE(request, nullptr);
-    int done = 0;
-    while (!done && Clock::now() < deadline) ASSERT_EQ(net.test(request, &done, nullptr), ncclSuccess);
-    ASSERT_TRUE(done) << "send " << i << " did not complete into the kernel's buffers";
-  }
+  for (std::vector<char>& message : out) ASSERT_NO_FATAL_FAILURE(sendIntoKernelBuffers(net, c, message));
   // The receiver starts reading 100 ms after the sender began to close.
   std::atomic<int> received{0};
   ncclResult_t receiveResult = ncclSuccess;
@@ -122,16 +126,7 @@ TEST_F(SocketNetTest, AnAbandonedSendCommClosesWithoutWaitingForDelivery) {
   Connection c;
   ASSERT_NO_FATAL_FAILURE(connectPair(net, &c));
   std::vector<char> out(32 << 10, 'a');
-  for (int i = 0; i < 64; ++i) {  // 2 MiB into the kernel's buffers, none of it read
-    NetRequest* request = nullptr;
-    auto deadline = Clock::now() + std::chrono::seconds(5);
-    while (request == nullptr && Clock::now() < deadline)
-      ASSERT_EQ(net.isend(c.send, out.data(), static_cast<int>(out.size()), 0, nullptr, &request), ncclSuccess);
-    int done = 0;
-    while (request != nullptr && !done && Clock::now() < deadline)
-      ASSERT_EQ(net.test(request, &done, nullptr), ncclSuccess);
-    ASSERT_TRUE(done);
-  }
+  for (int i = 0; i < 64; ++i) ASSERT_NO_FATAL_FAILURE(sendIntoKernelBuffers(net, c, out));  // 2 MiB, none of it read
   net.abandonSend(c.send);
   const auto start = Clock::now();
   EXPECT_EQ(net.closeSend(c.send), ncclSuccess);

@@ -64,9 +64,6 @@ NetConnection::~NetConnection() {
     INFO(kSubsysNet, "NET/%s : connection %s rank %d closed after %llu steps", net_.name(), sending_ ? "to" : "from",
          peer_, static_cast<unsigned long long>(done_));
   }
-  // Broken (this rank aborted or failed): what is still undelivered is not needed.
-  if (sendComm_ != nullptr && ctrl_ != nullptr && __atomic_load_n(&ctrl_->broken, __ATOMIC_ACQUIRE) != 0)
-    net_.abandonSend(sendComm_);
   closeComms();
   std::free(memory_);
 }
@@ -171,7 +168,6 @@ bool NetConnection::progressExclusive() {
         // The local executor gave up: closing tells the peer's proxy, hence the peer.
         INFO(kSubsysNet, "NET/%s : closing the connection %s rank %d: this rank's work failed", net_.name(),
              sending_ ? "to" : "from", peer_);
-        if (sendComm_ != nullptr) net_.abandonSend(sendComm_);  // what is undelivered is not needed
         closeComms();
         state_.store(State::Failed);
         trace_.stopAll();
@@ -333,13 +329,16 @@ void NetConnection::fail(const char* call, ncclResult_t result) {
   // An executor asleep on either counter looks at `broken` once woken.
   wakeSleepersOf(&ctrl_->head, &ctrl_->sleepers);
   wakeSleepersOf(&ctrl_->tail, &ctrl_->sleepers);
-  if (sendComm_ != nullptr) net_.abandonSend(sendComm_);
   closeComms();
   state_.store(State::Failed);
   trace_.stopAll();
 }
 
 void NetConnection::closeComms() {
+  // Broken (this rank failed or aborted, or the net failed): what is still undelivered is
+  // not needed, so the close need not wait for it.
+  if (sendComm_ != nullptr && ctrl_ != nullptr && __atomic_load_n(&ctrl_->broken, __ATOMIC_ACQUIRE) != 0)
+    net_.abandonSend(sendComm_);
   if (mhandle_ != nullptr) {
     net_.deregMr(sendComm_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_), mhandle_);
     mhandle_ = nullptr;

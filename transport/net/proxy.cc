@@ -143,12 +143,9 @@ bool Proxy::sleep(long us) {
       for (ProxyConnection* conn : conns_) conn->announceSleep(0);
       return moved || waitable;  // back to work (something moved, or will soon); false: nothing to sleep on, nap
     }
-  }
-  // Unlocked: add() and remove() ring the doorbell, so a sleep never delays them.
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
     if (!ctrlSinks_.empty()) tellSinks(ProxyCtrlState::Sleep);
   }
+  // Unlocked: add() and remove() ring the doorbell, so a sleep never delays them.
   const timespec limit = timespecOfUs(us);
   ppoll(waitFds_.data(), waitFds_.size(), &limit, nullptr);
   sleeps_.fetch_add(1, std::memory_order_relaxed);
