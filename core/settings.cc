@@ -87,6 +87,8 @@ constexpr Setting kSettings[] = {
     {"NCCL_GRAPH_DUMP_FILE", kString, "", kHonoured, "write the chosen rings and trees as graph XML"},
     {"NCCL_GRAPH_DUMP_FILE_RANK", kInt64, "0", kHonoured, "the rank that writes it"},
     // CUDA.
+    {"CHORUS_EXECUTOR", kString, "auto", kHonoured,
+     "what runs new communicators: auto (the GPU where one can be used), cpu, gpu"},
     {"CHORUS_ALLOW_SHARED_GPU", kInt64, "0", kHonoured, "1: several ranks of a host may share one GPU"},
     {"CHORUS_CUDA_DRIVER_LIBRARY", kString, "libcuda.so.1", kHonoured, "the CUDA driver library to load"},
     // Profiling.

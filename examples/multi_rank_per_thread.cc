@@ -5,6 +5,9 @@
 // peers, so a thread must not init its ranks one after another), then runs an in-place
 // AllReduce on all of them inside a group.
 //
+// Its buffers are host memory, for the CPU executor: on a machine with a GPU, where new
+// communicators are GPU communicators, run it with CHORUS_EXECUTOR=cpu.
+//
 //   usage: multi_rank_per_thread [threads=2] [ranks per thread=2] [count=262144]
 #include <atomic>
 #include <cstdio>

@@ -6,6 +6,9 @@
 // and a blocking communicator's work is complete when ncclGroupEnd returns (on a GPU
 // you would synchronize the streams here).
 //
+// Its buffers are host memory, for the CPU executor: on a machine with a GPU, where new
+// communicators are GPU communicators, run it with CHORUS_EXECUTOR=cpu.
+//
 //   usage: one_process_multi_rank [nranks=4] [count=1048576]
 #include <cstdio>
 #include <cstdlib>

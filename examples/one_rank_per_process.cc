@@ -6,6 +6,9 @@
 // child. The parent must not call ncclGetUniqueId before forking: the id's root is a
 // listener thread of the process that created it, and fork does not copy threads.
 //
+// Its buffers are host memory, for the CPU executor: on a machine with a GPU, where new
+// communicators are GPU communicators, run it with CHORUS_EXECUTOR=cpu.
+//
 //   usage: one_rank_per_process [nranks=2] [count=1048576]     (without MPI)
 //          mpirun -np N one_rank_per_process_mpi [count]       (with MPI)
 #include <cstdio>

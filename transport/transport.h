@@ -27,6 +27,7 @@ struct PeerInfo {
   int trafficClass;    // ncclConfig_t.trafficClass for this rank's network connections, or -1
   char netName[32];    // ncclConfig_t.netName: the net this rank's connections use ("": the process's)
   int deterministic;   // CHORUS_DETERMINISTIC as this rank read it: every rank must agree
+  int gpuComm;         // 1: a GPU communicator (its calls run on the CUDA executor)
   char hostname[64];
 };
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "chorus.h"
 #include "core/debug.h"
 #include "core/env.h"
 #include "src/api/config.h"
@@ -15,6 +16,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/executor/cuda/cuda_executor.h"
 #include "src/executor/executor.h"
+#include "src/executor/executor_choice.h"
 #include "src/group/group.h"
 
 using namespace chorus;
@@ -23,8 +25,11 @@ namespace {
 
 // `serial`, when given: the new communicator's (ncclComm::serial), read before its handle
 // is published.
+// `asked`: the executor the caller named (Auto: CHORUS_EXECUTOR's, or the GPU where one
+// can be used).
 ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId> ids, int rank, int cudaDev,
-                      const ncclConfig_t* config, const char* func, uint64_t* serial = nullptr) {
+                      const ncclConfig_t* config, const char* func, uint64_t* serial = nullptr,
+                      ExecutorChoice asked = ExecutorChoice::Auto) {
   CHORUS_CHECK(checkNotNull(newcomm, "comm", func));
   *newcomm = nullptr;  // what a refused call leaves, as NCCL
   if (nranks < 1) {
@@ -34,12 +39,16 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId>
   CHORUS_CHECK(checkRank(rank, nranks, "rank", func));
   CommConfig parsed;
   CHORUS_CHECK(parseConfig(config, &parsed, func));
+  ExecutorChoice request = ExecutorChoice::Auto;
+  const char* askedBy = func;
+  CHORUS_CHECK(executorRequest(asked, func, &request, &askedBy));
 
   auto comm = std::make_unique<ncclComm>();
   comm->rank = rank;
   comm->nranks = nranks;
   comm->cudaDev = cudaDev;
   comm->config = parsed;
+  CHORUS_CHECK(decideExecutor(comm.get(), request, askedBy, func));
   ncclComm* raw = comm.get();
   {
     // Counted before the handle is published: another thread may abort it from then on
@@ -118,6 +127,39 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
 
 ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
   return initRank(comm, nranks, {commId}, rank, currentCudaDevice(), nullptr, "ncclCommInitRank");
+}
+
+// Chorus' extension (chorus.h): exported by name, no pnccl twin.
+__attribute__((visibility("default"))) ncclResult_t chorusCommInitRankExecutor(ncclComm_t* comm, int nranks,
+                                                                               ncclUniqueId commId, int rank,
+                                                                               ncclConfig_t* config,
+                                                                               chorusExecutor_t executor) {
+  const char* func = "chorusCommInitRankExecutor";
+  ExecutorChoice asked = ExecutorChoice::Auto;
+  switch (executor) {
+    case chorusExecutorAuto:
+      break;
+    case chorusExecutorCpu:
+      asked = ExecutorChoice::Cpu;
+      break;
+    case chorusExecutorGpu:
+      asked = ExecutorChoice::Cuda;
+      break;
+    default:
+      WARN("%s: invalid argument: executor %d is not a chorusExecutor_t", func, static_cast<int>(executor));
+      return ncclInvalidArgument;
+  }
+  return initRank(comm, nranks, {commId}, rank, currentCudaDevice(), config, func, nullptr, asked);
+}
+
+__attribute__((visibility("default"))) ncclResult_t chorusCommGetExecutor(ncclComm_t comm, chorusExecutor_t* executor) {
+  const char* func = "chorusCommGetExecutor";
+  const CommCall held(comm);
+  CHORUS_CHECK(held.check(func));
+  CHORUS_CHECK(checkNotNull(executor, "executor", func));
+  const bool gpu = comm->executorChoice.load(std::memory_order_acquire) == ExecutorChoice::Cuda;
+  *executor = gpu ? chorusExecutorGpu : chorusExecutorCpu;
+  return ncclSuccess;
 }
 
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,

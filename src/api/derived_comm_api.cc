@@ -62,6 +62,9 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
   if (member) {
     child = std::make_unique<ncclComm>();
     child->cudaDev = parent->cudaDev;
+    // The parent's executor: its buffers are of that kind.
+    child->executorChoice.store(parent->executorChoice.load());
+    child->executorAskedBy = parent->executorAskedBy;
     child->config = config;
     child->asyncResult.store(ncclInProgress);
     setUp->child = child.get();

@@ -180,11 +180,13 @@ struct ncclComm {
   // one. Set when the set-up finishes; finalized once the work has stopped (~ncclComm).
   std::unique_ptr<chorus::CommProfiler> profiler;
 
-  // Which executor the buffers of the calls chose (set by the calling thread), and the
-  // executor that runs the work (src/executor/executor_choice.h). The executor goes
+  // Which executor runs the calls, decided before the set-up (Cpu or Cuda), what asked
+  // for it ("ncclCommInitRank", "CHORUS_EXECUTOR=cpu", ...: a static string, for WARNs), and
+  // the executor that runs the work (src/executor/executor_choice.h). The executor goes
   // before the connections (~ncclComm): the CUDA executor unregisters their memory once
   // its kernels have ended.
   std::atomic<chorus::ExecutorChoice> executorChoice{};
+  const char* executorAskedBy = "";
   std::unique_ptr<chorus::Executor> executor;
   // The executor once chosen, published for ncclCommGetAsyncError and ncclCommAbort,
   // which other threads may call while this one sets it up (PyTorch's watchdog does).

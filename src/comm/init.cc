@@ -13,6 +13,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/connect.h"
 #include "src/executor/cuda/cuda_executor.h"
+#include "src/executor/executor_choice.h"
 #include "src/profiler/profiler.h"
 #include "src/report/hang_report.h"
 #include "src/topo/topo_init.h"
@@ -49,6 +50,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.pid = getpid();
   info.trafficClass = comm->config.trafficClass;
   info.deterministic = comm->deterministic ? 1 : 0;
+  info.gpuComm = comm->executorChoice.load() == ExecutorChoice::Cuda ? 1 : 0;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
   info.hostHash = localHostHash();
   struct stat st;
@@ -210,6 +212,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   // Ranks per host decide the channels each can serve: learn them first, then share the wish.
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   CHORUS_CHECK(checkDeterministicAgreed(comm));
+  CHORUS_CHECK(checkGpusNotShared(*comm));
   int localRanks = 0;
   for (const PeerInfo& p : comm->peers) localRanks += p.hostHash == comm->peers[comm->rank].hostHash;
   comm->peers[comm->rank].channelsWanted = channelsWanted(localRanks, comm->config);
@@ -269,9 +272,11 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
          "order 0..%d along the ring, whatever NCCL_ALGO says",
          comm->nranks - 1);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  INFO(kSubsysInit, "comm %p%s%s rank %d nRanks %d nChannels %d pid %d - Init COMPLETE (%.1f ms)",
+  const bool gpu = comm->executorChoice.load() == ExecutorChoice::Cuda;
+  INFO(kSubsysInit, "comm %p%s%s rank %d nRanks %d nChannels %d pid %d %s - Init COMPLETE (%.1f ms)",
        static_cast<void*>(comm), comm->config.commName.empty() ? "" : " commName ", comm->config.commName.c_str(),
-       comm->rank, comm->nranks, nChannels, getpid(), ms);
+       comm->rank, comm->nranks, nChannels, getpid(),
+       gpu ? ("GPU communicator, CUDA device " + std::to_string(comm->cudaDev)).c_str() : "CPU communicator", ms);
   comm->profiler = CommProfiler::attach(*comm, commHashOf(ids[0]), hostCount(comm->peers));
   comm->ready.store(true);
   return ncclSuccess;

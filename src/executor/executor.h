@@ -7,8 +7,8 @@
 // together, so that one thread can drive all the ranks of ncclCommInitAll). Errors of
 // asynchronous work surface later, through asyncError.
 //
-// Which executor a communicator has is executor_choice.h's business: the CPU executor
-// from init, replaced once by the CUDA executor when the first buffers are GPU memory.
+// Which executor a communicator has is executor_choice.h's business: decided when the
+// communicator is made, and made at its first call.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,12 @@
 #include "src/executor/executor_choice.h"
 
+#include <strings.h>
+
 #include <string>
 
 #include "core/cuda_driver_api.h"
 #include "core/debug.h"
+#include "core/env.h"
 #include "src/executor/cpu/cpu_executor.h"
 #include "src/executor/cuda/cuda_executor.h"
 
@@ -16,15 +19,54 @@ ExecutorChoice choiceOf(const ncclComm* comm) { return comm->executorChoice.load
 
 }  // namespace
 
+ncclResult_t executorRequest(ExecutorChoice asked, const char* api, ExecutorChoice* request, const char** askedBy) {
+  *request = asked;
+  *askedBy = api;
+  if (asked != ExecutorChoice::Auto) return ncclSuccess;
+  const std::string value = envString("CHORUS_EXECUTOR", "auto");
+  if (strcasecmp(value.c_str(), "auto") == 0) return ncclSuccess;
+  if (strcasecmp(value.c_str(), "cpu") == 0) {
+    *request = ExecutorChoice::Cpu;
+    *askedBy = "CHORUS_EXECUTOR=cpu";
+    return ncclSuccess;
+  }
+  if (strcasecmp(value.c_str(), "gpu") == 0) {
+    *request = ExecutorChoice::Cuda;
+    *askedBy = "CHORUS_EXECUTOR=gpu";
+    return ncclSuccess;
+  }
+  WARN("%s: invalid argument: CHORUS_EXECUTOR=%s is not one of auto, cpu, gpu", api, value.c_str());
+  return ncclInvalidArgument;
+}
+
+ncclResult_t decideExecutor(ncclComm* comm, ExecutorChoice request, const char* askedBy, const char* func) {
+  comm->executorAskedBy = askedBy;
+  if (request == ExecutorChoice::Cpu) {
+    comm->executorChoice.store(ExecutorChoice::Cpu, std::memory_order_release);
+    return ncclSuccess;
+  }
+  std::string why;
+  if (gpuExecutorAvailable(&why)) {
+    comm->executorChoice.store(ExecutorChoice::Cuda, std::memory_order_release);
+    return ncclSuccess;
+  }
+  if (request == ExecutorChoice::Cuda) {
+    WARN("%s: invalid usage: %s asks for a GPU communicator (rank %d), but the CUDA executor cannot run here (%s)",
+         func, askedBy, comm->rank, why.c_str());
+    return ncclInvalidUsage;
+  }
+  comm->executorChoice.store(ExecutorChoice::Cpu, std::memory_order_release);
+  return ncclSuccess;
+}
+
 ncclResult_t checkBufferForExecutor(ncclComm* comm, const void* ptr, const char* arg, const char* func) {
   const PointerKind kind = classifyPointer(ptr);
-  const ExecutorChoice choice = choiceOf(comm);
+  const bool gpuComm = choiceOf(comm) == ExecutorChoice::Cuda;
   if (kind.device) {
-    if (choice == ExecutorChoice::Cpu) {
-      WARN(
-          "%s: invalid argument: %s %p is device memory of %s, but communicator %p (rank %d) runs on the CPU "
-          "executor: its first call was given host memory, and a communicator keeps its executor",
-          func, arg, ptr, gpuName(kind.ordinal).c_str(), static_cast<void*>(comm), comm->rank);
+    if (gpuComm) {
+      if (kind.ordinal < 0 || kind.ordinal == comm->cudaDev) return ncclSuccess;
+      WARN("%s: invalid argument: %s %p is memory of GPU %d, but communicator %p (rank %d) uses GPU %d", func, arg, ptr,
+           kind.ordinal, static_cast<void*>(comm), comm->rank, comm->cudaDev);
       return ncclInvalidArgument;
     }
     std::string why;
@@ -33,43 +75,35 @@ ncclResult_t checkBufferForExecutor(ncclComm* comm, const void* ptr, const char*
           "%s: invalid argument: %s %p is device memory of %s, and the CUDA executor cannot run here (%s); "
           "collectives run on the CPU executor, so buffers must be host memory (pageable, pinned or managed)",
           func, arg, ptr, gpuName(kind.ordinal).c_str(), why.c_str());
-      return ncclInvalidArgument;
+    } else {
+      WARN(
+          "%s: invalid argument: %s %p is device memory of %s, but communicator %p (rank %d) is a CPU "
+          "communicator (%s asked for it), which takes host memory only",
+          func, arg, ptr, gpuName(kind.ordinal).c_str(), static_cast<void*>(comm), comm->rank, comm->executorAskedBy);
     }
-    if (kind.ordinal >= 0 && kind.ordinal != comm->cudaDev) {
-      WARN("%s: invalid argument: %s %p is memory of GPU %d, but communicator %p (rank %d) uses GPU %d", func, arg, ptr,
-           kind.ordinal, static_cast<void*>(comm), comm->rank, comm->cudaDev);
-      return ncclInvalidArgument;
-    }
-    if (choice == ExecutorChoice::Cuda) return ncclSuccess;
-    CHORUS_CHECK(checkGpuNotShared(*comm, func));
-    comm->executorChoice.store(ExecutorChoice::Cuda, std::memory_order_release);
-    return ncclSuccess;
+    return ncclInvalidArgument;
   }
-  if (choice == ExecutorChoice::Cuda && !kind.gpuReachable) {
+  if (gpuComm && !kind.gpuReachable) {
     WARN(
         "%s: invalid argument: %s %p is pageable host memory, which the GPU of communicator %p (rank %d) cannot "
         "reach; use device memory (cudaMalloc, ncclMemAlloc), pinned memory (cudaHostAlloc, cudaHostRegister) or "
-        "managed memory",
+        "managed memory, or make a CPU communicator (CHORUS_EXECUTOR=cpu, chorusCommInitRankExecutor)",
         func, arg, ptr, static_cast<void*>(comm), comm->rank);
     return ncclInvalidArgument;
   }
-  if (choice == ExecutorChoice::Undecided) comm->executorChoice.store(ExecutorChoice::Cpu, std::memory_order_release);
   return ncclSuccess;
 }
 
 Executor& executorFor(ncclComm* comm) {
-  const ExecutorChoice choice = choiceOf(comm);
-  const bool chosen = comm->chosenExecutor.load(std::memory_order_relaxed) != nullptr;  // only this thread sets it
-  if (!chosen && choice == ExecutorChoice::Cuda) {
-    // Replaces the CPU executor that ran calls without buffers, if any: it was never
-    // published, so no other thread can hold it.
-    comm->executor = makeCudaExecutor();
-  } else if (!comm->executor) {
-    comm->executor = std::make_unique<CpuExecutor>(&comm->abortFlag, &comm->revokeFlag, comm->rank, comm->timeoutSec,
-                                                   comm->localRanks);
-  }
-  if (!chosen && choice != ExecutorChoice::Undecided)
+  if (!comm->executor) {
+    if (choiceOf(comm) == ExecutorChoice::Cuda) {
+      comm->executor = makeCudaExecutor();
+    } else {
+      comm->executor = std::make_unique<CpuExecutor>(&comm->abortFlag, &comm->revokeFlag, comm->rank, comm->timeoutSec,
+                                                     comm->localRanks);
+    }
     comm->chosenExecutor.store(comm->executor.get(), std::memory_order_release);
+  }
   return *comm->executor;
 }
 

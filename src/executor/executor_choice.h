@@ -1,7 +1,10 @@
-// Which executor runs a communicator's calls: the CPU executor for host buffers, the
-// CUDA executor for GPU buffers. The first call's buffers decide, and the choice stays:
-// FIFO step counters live with the executor that advances them, so one communicator
-// cannot move between the two. The only place that knows every executor.
+// Which executor runs a communicator's calls: the CUDA executor on a GPU communicator, the
+// CPU executor on a CPU communicator. Decided when the communicator is made, as NCCL
+// binds a communicator to the current device at ncclCommInitRank: a rank with a usable
+// CUDA device makes a GPU communicator, unless a CPU communicator was asked for
+// (CHORUS_EXECUTOR=cpu, or chorusCommInitRankExecutor in chorus.h). The choice stays: FIFO
+// step counters live with the executor that advances them. The only place that knows
+// every executor.
 #pragma once
 
 #include <cstdint>
@@ -11,20 +14,29 @@
 
 namespace chorus {
 
-// What the buffers chose so far (ncclComm::executorChoice).
-enum class ExecutorChoice : uint8_t { Undecided = 0, Cpu, Cuda };
+// What a communicator runs on (ncclComm::executorChoice). Auto only as a request.
+enum class ExecutorChoice : uint8_t { Auto = 0, Cpu, Cuda };
 
-// Checks one buffer of a call against `comm`'s executor, deciding it on the first call.
-// ncclInvalidArgument with a WARN (function, argument, pointer, and why) for device
-// memory on a CPU communicator or where the CUDA executor cannot run, pageable host
-// memory on a GPU communicator, memory of another GPU than the communicator's; and
-// ncclInvalidUsage for a GPU communicator sharing its GPU with another rank of the host
-// unless CHORUS_ALLOW_SHARED_GPU=1. Runs on the calling thread.
+// What the caller asked for: `asked` from the API (Auto: none), else CHORUS_EXECUTOR
+// (auto, cpu, gpu). `*askedBy` names where a request came from, for the WARNs; an unknown
+// CHORUS_EXECUTOR value is ncclInvalidArgument with a WARN.
+ncclResult_t executorRequest(ExecutorChoice asked, const char* api, ExecutorChoice* request, const char** askedBy);
+
+// Decides the executor of a communicator being made for CUDA device `comm->cudaDev`
+// (executorChoice and executorAskedBy): Cuda where the CUDA executor can run and nothing
+// asked for the CPU, else Cpu. A GPU asked for where none can be used is
+// ncclInvalidUsage with a WARN saying why. Runs on the calling thread, before the set-up,
+// so calls queued with the init in a group already know it.
+ncclResult_t decideExecutor(ncclComm* comm, ExecutorChoice request, const char* askedBy, const char* func);
+
+// Checks one buffer of a call against `comm`'s executor. ncclInvalidArgument with a WARN
+// (function, argument, pointer, and why) for device memory on a CPU communicator, pageable
+// host memory on a GPU communicator, memory of another GPU than the communicator's. Runs
+// on the calling thread.
 ncclResult_t checkBufferForExecutor(ncclComm* comm, const void* ptr, const char* arg, const char* func);
 
-// The executor that runs `comm`'s work now, created on first use: the one its buffers
-// chose (published in comm->chosenExecutor), or the CPU executor while none is chosen
-// (calls without buffers). Runs on the thread that runs the communicator's work.
+// The executor that runs `comm`'s work, created on first use and published in
+// comm->chosenExecutor. Runs on the thread that runs the communicator's work.
 Executor& executorFor(ncclComm* comm);
 
 }  // namespace chorus

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "chorus.h"
 #include "core/cuda_driver_api.h"
 #include "fake_cuda_driver.h"
 #include "nccl.h"
@@ -148,12 +149,39 @@ TEST_F(CudaGuardTest, RefusalsSayWhichExecutorAndWhy) {
   std::string error = ncclGetLastError(comm_);
   EXPECT_NE(error.find("the CUDA executor cannot run here ("), std::string::npos) << error;
 
-  // A communicator whose first call had host memory stays on the CPU executor.
+  // Without a usable GPU it was a CPU communicator from init, and stays one.
+  chorusExecutor_t executor = chorusExecutorAuto;
+  ASSERT_EQ(chorusCommGetExecutor(comm_, &executor), ncclSuccess);
+  EXPECT_EQ(executor, chorusExecutorCpu);
   std::vector<float> send = ramp(1.0f), recv(kCount, 0.0f);
   ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat32, ncclSum, comm_, nullptr), ncclSuccess);
   EXPECT_EQ(ncclAllReduce(send.data(), device, kCount, ncclFloat32, ncclSum, comm_, nullptr), ncclInvalidArgument);
   error = ncclGetLastError(comm_);
-  EXPECT_NE(error.find("runs on the CPU executor: its first call was given host memory"), std::string::npos) << error;
+  EXPECT_NE(error.find("the CUDA executor cannot run here ("), std::string::npos) << error;
+}
+
+TEST_F(CudaGuardTest, AGpuCommunicatorAskedForWhereNoneCanRunIsRefusedAtInit) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(chorusCommInitRankExecutor(&comm, 1, id, 0, nullptr, chorusExecutorGpu), ncclInvalidUsage);
+  EXPECT_EQ(comm, nullptr);
+  std::string error = ncclGetLastError(nullptr);
+  EXPECT_NE(error.find("chorusCommInitRankExecutor asks for a GPU communicator"), std::string::npos) << error;
+  EXPECT_NE(error.find("the CUDA executor cannot run here ("), std::string::npos) << error;
+
+  setenv("CHORUS_EXECUTOR", "gpu", 1);
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidUsage);
+  error = ncclGetLastError(nullptr);
+  EXPECT_NE(error.find("CHORUS_EXECUTOR=gpu asks for a GPU communicator"), std::string::npos) << error;
+  setenv("CHORUS_EXECUTOR", "gpus", 1);
+  EXPECT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument);
+  error = ncclGetLastError(nullptr);
+  EXPECT_NE(error.find("CHORUS_EXECUTOR=gpus is not one of auto, cpu, gpu"), std::string::npos) << error;
+  unsetenv("CHORUS_EXECUTOR");
+  EXPECT_EQ(chorusCommInitRankExecutor(&comm, 1, id, 0, nullptr, static_cast<chorusExecutor_t>(7)),
+            ncclInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
 }
 
 TEST_F(CudaGuardTest, EveryCollectiveRefusesDeviceBuffers) {

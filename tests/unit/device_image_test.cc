@@ -285,12 +285,18 @@ TEST(SharedGpuTest, FindsARankOfTheSameHostOnTheSameGpu) {
     p.rank = rank;
     p.cudaDev = dev;
     p.hostHash = host;
+    p.gpuComm = 1;
     return p;
   };
   comm.peers = {peer(0, 0, 7), peer(1, 1, 7), peer(2, 1, 8)};
   EXPECT_EQ(sharedGpuPeer(comm), -1) << "rank 2 uses device 1 of another host";
   comm.peers[0].cudaDev = 1;
   EXPECT_EQ(sharedGpuPeer(comm), 0);
+  EXPECT_EQ(checkGpusNotShared(comm), ncclInvalidUsage);
+  comm.peers[0].gpuComm = 0;
+  EXPECT_EQ(sharedGpuPeer(comm), -1) << "rank 0 is a CPU communicator";
+  EXPECT_EQ(checkGpusNotShared(comm), ncclSuccess);
+  comm.peers[0].gpuComm = 1;
 
   // Where the PCI locations are known they decide: with CUDA_VISIBLE_DEVICES every
   // process may call its own GPU device 0.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "chorus.h"
 #include "core/cuda_driver_api.h"
 #include "fake_cuda_driver.h"
 #include "nccl.h"
@@ -147,26 +148,70 @@ TEST_F(GpuHostPathTest, RanksSharingAGpuNeedTheSwitch) {
   EXPECT_EQ(gLaunches[0].rank, 0);
   EXPECT_EQ(gLaunches[1].rank, 1);
   EXPECT_EQ(gLaunches[1].streams, std::vector<cudaStream_t>{streamNamed(0x101)});
+  unsetenv("CHORUS_ALLOW_SHARED_GPU");
 
-  // Without the switch the first call refuses (the communicators were made with it).
-  unsetenv("CHORUS_ALLOW_SHARED_GPU");
-  for (ncclComm_t& c : comms_) {
-    EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
-    c = nullptr;
-  }
-  setenv("CHORUS_ALLOW_SHARED_GPU", "1", 1);
-  ASSERT_EQ(initOnFakeGpu(2), ncclSuccess);
-  unsetenv("CHORUS_ALLOW_SHARED_GPU");
-  EXPECT_EQ(ncclAllReduce(device_, device_ + 512, 64, ncclFloat32, ncclSum, comms_[0], nullptr), ncclInvalidUsage);
-  const std::string error = ncclGetLastError(comms_[0]);
-  EXPECT_NE(error.find("both use CUDA device 3"), std::string::npos) << error;
+  // Ranks that find themselves on one GPU at init (the calling thread's current device):
+  // every rank refuses alike, none waits for the others.
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t shared[2] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(ncclCommInitRank(&shared[r], 2, id, r), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);
+  const std::string error = ncclGetLastError(nullptr);
+  EXPECT_NE(error.find("rank 0 and rank 1 both use CUDA device 0"), std::string::npos) << error;
+
+  // A CPU communicator's rank does not hold the GPU.
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&shared[0], 2, id, 0), ncclSuccess);
+  ASSERT_EQ(chorusCommInitRankExecutor(&shared[1], 2, id, 1, nullptr, chorusExecutorCpu), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  comms_.assign(shared, shared + 2);
 }
 
-TEST_F(GpuHostPathTest, AHostCommunicatorNeverLaunches) {
+// A GPU communicator from init: its first call may not be host memory. Asked for, a CPU
+// communicator runs on the CPU executor on the same machine, and so do its children.
+TEST_F(GpuHostPathTest, TheExecutorIsDecidedAtInitAndACpuCommunicatorCanBeAskedFor) {
   ASSERT_EQ(initOnFakeGpu(1), ncclSuccess);
+  chorusExecutor_t executor = chorusExecutorAuto;
+  ASSERT_EQ(chorusCommGetExecutor(comms_[0], &executor), ncclSuccess);
+  EXPECT_EQ(executor, chorusExecutorGpu);
   std::vector<float> send(16, 2.0f), recv(16, 0.0f);
-  ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), 16, ncclFloat32, ncclSum, comms_[0], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(send.data(), recv.data(), 16, ncclFloat32, ncclSum, comms_[0], nullptr), ncclInvalidArgument);
+  std::string error = ncclGetLastError(comms_[0]);
+  EXPECT_NE(error.find("pageable host memory"), std::string::npos) << error;
+
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t cpu = nullptr;
+  ASSERT_EQ(chorusCommInitRankExecutor(&cpu, 1, id, 0, nullptr, chorusExecutorCpu), ncclSuccess);
+  comms_.push_back(cpu);
+  ASSERT_EQ(chorusCommGetExecutor(cpu, &executor), ncclSuccess);
+  EXPECT_EQ(executor, chorusExecutorCpu);
+  ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), 16, ncclFloat32, ncclSum, cpu, nullptr), ncclSuccess);
   EXPECT_EQ(recv, send) << "run by the CPU executor";
+  EXPECT_EQ(ncclAllReduce(device_, device_, 16, ncclFloat32, ncclSum, cpu, nullptr), ncclInvalidArgument);
+  error = ncclGetLastError(cpu);
+  EXPECT_NE(error.find("is a CPU communicator (chorusCommInitRankExecutor asked for it)"), std::string::npos) << error;
+
+  ncclComm_t child = nullptr;
+  ASSERT_EQ(ncclCommSplit(cpu, 0, 0, &child, nullptr), ncclSuccess);
+  comms_.push_back(child);
+  ASSERT_EQ(chorusCommGetExecutor(child, &executor), ncclSuccess);
+  EXPECT_EQ(executor, chorusExecutorCpu) << "a split keeps its parent's executor";
+
+  setenv("CHORUS_EXECUTOR", "cpu", 1);
+  ncclComm_t byEnv = nullptr;
+  const int dev = kFakeDeviceOrdinal;
+  const ncclResult_t made = ncclCommInitAll(&byEnv, 1, &dev);
+  unsetenv("CHORUS_EXECUTOR");
+  ASSERT_EQ(made, ncclSuccess);
+  comms_.push_back(byEnv);
+  ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), 16, ncclFloat32, ncclSum, byEnv, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(device_, device_, 16, ncclFloat32, ncclSum, byEnv, nullptr), ncclInvalidArgument);
+  error = ncclGetLastError(byEnv);
+  EXPECT_NE(error.find("(CHORUS_EXECUTOR=cpu asked for it)"), std::string::npos) << error;
   EXPECT_TRUE(gLaunches.empty());
 }
 

@@ -5,6 +5,7 @@
 #include <future>
 #include <sstream>
 
+#include "chorus.h"
 #include "tensor_types.h"
 
 namespace chorus_torch {
@@ -32,9 +33,9 @@ ncclComm_t joinCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int ra
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  ncclResult_t result = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-  TORCH_CHECK(result == ncclSuccess || result == ncclInProgress, "chorus: ncclCommInitRankConfig (rank ", rank, " of ",
-              size, ") failed: ", describeResult(result));
+  ncclResult_t result = chorusCommInitRankExecutor(&comm, size, id, rank, &config, chorusExecutorCpu);
+  TORCH_CHECK(result == ncclSuccess || result == ncclInProgress, "chorus: chorusCommInitRankExecutor (rank ", rank,
+              " of ", size, ") failed: ", describeResult(result));
   result = CollectiveQueue::awaitComm(comm, Clock::now() + timeout);
   if (result != ncclSuccess) {
     const std::string why = result == ncclInProgress ? std::string("timed out") : describeResult(result);

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "chorus.h"
+
 namespace chorus_torch {
 
 bool awaitStoreKey(c10d::Store& store, const std::string& key, Clock::time_point deadline,
@@ -67,9 +69,9 @@ ncclComm_t PeerChannels::connect(int peer, bool sending, const std::function<boo
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t comm = nullptr;
-  ncclResult_t result = ncclCommInitRankConfig(&comm, 2, id, sending ? 0 : 1, &config);
+  ncclResult_t result = chorusCommInitRankExecutor(&comm, 2, id, sending ? 0 : 1, &config, chorusExecutorCpu);
   if (result != ncclSuccess && result != ncclInProgress) {
-    throw std::runtime_error(what + ": ncclCommInitRankConfig failed: " + describeResult(result));
+    throw std::runtime_error(what + ": chorusCommInitRankExecutor failed: " + describeResult(result));
   }
   result = CollectiveQueue::awaitComm(comm, deadline, cancelled);
   if (result != ncclSuccess) {

@@ -93,30 +93,37 @@ bool gpuExecutorAvailable(std::string* why) {
 
 std::unique_ptr<Executor> makeCudaExecutor() { return std::make_unique<CudaExecutor>(); }
 
+namespace {
+
+// Two ranks' GPUs are one: by PCI location where both know it (device numbers differ per
+// process with CUDA_VISIBLE_DEVICES: every rank may be "device 0" on a GPU of its own).
+bool sameGpu(const PeerInfo& a, const PeerInfo& b) {
+  if (a.hostHash != b.hostHash || !a.gpuComm || !b.gpuComm) return false;
+  return a.gpuBusId != 0 && b.gpuBusId != 0 ? a.gpuBusId == b.gpuBusId : a.cudaDev == b.cudaDev;
+}
+
+}  // namespace
+
 int sharedGpuPeer(const ncclComm& comm) {
-  const PeerInfo* self = nullptr;
+  if (comm.rank < 0 || comm.rank >= static_cast<int>(comm.peers.size())) return -1;
+  const PeerInfo& self = comm.peers[comm.rank];
   for (const PeerInfo& p : comm.peers)
-    if (p.rank == comm.rank) self = &p;
-  if (self == nullptr) return -1;
-  for (const PeerInfo& p : comm.peers) {
-    if (p.rank == comm.rank || p.hostHash != self->hostHash) continue;
-    // The GPU's PCI location where both know it: device numbers differ per process with
-    // CUDA_VISIBLE_DEVICES (every rank may be "device 0" on a GPU of its own).
-    const bool same =
-        p.gpuBusId != 0 && self->gpuBusId != 0 ? p.gpuBusId == self->gpuBusId : p.cudaDev == self->cudaDev;
-    if (same) return p.rank;
-  }
+    if (p.rank != comm.rank && sameGpu(p, self)) return p.rank;
   return -1;
 }
 
-ncclResult_t checkGpuNotShared(const ncclComm& comm, const char* func) {
-  const int other = sharedGpuPeer(comm);
-  if (other >= 0 && envInt("CHORUS_ALLOW_SHARED_GPU", 0) != 1) {
-    WARN(
-        "%s: invalid usage: rank %d and rank %d both use CUDA device %d on this host (NCCL refuses this: "
-        "\"Duplicate GPU detected\"); set CHORUS_ALLOW_SHARED_GPU=1 to run several ranks on one GPU",
-        func, comm.rank, other, comm.cudaDev);
-    return ncclInvalidUsage;
+ncclResult_t checkGpusNotShared(const ncclComm& comm) {
+  if (envInt("CHORUS_ALLOW_SHARED_GPU", 0) == 1) return ncclSuccess;
+  // Every rank looks at every pair, so all of them refuse alike and none waits for the others.
+  for (size_t a = 0; a < comm.peers.size(); ++a) {
+    for (size_t b = a + 1; b < comm.peers.size(); ++b) {
+      if (!sameGpu(comm.peers[a], comm.peers[b])) continue;
+      WARN(
+          "invalid usage: rank %d and rank %d both use CUDA device %d of host %s (NCCL refuses this: \"Duplicate "
+          "GPU detected\"); set CHORUS_ALLOW_SHARED_GPU=1 to run several ranks on one GPU",
+          comm.peers[a].rank, comm.peers[b].rank, comm.peers[a].cudaDev, comm.peers[a].hostname);
+      return ncclInvalidUsage;
+    }
   }
   return ncclSuccess;
 }

@@ -24,13 +24,14 @@ bool gpuExecutorAvailable(std::string* why);
 // A CUDA executor for one communicator: its calls become kernels on the callers' streams.
 std::unique_ptr<Executor> makeCudaExecutor();
 
-// Whether `comm` may become a GPU communicator: ncclInvalidUsage with a WARN naming
-// `func` and both ranks when another rank of its host uses the same GPU, unless
-// CHORUS_ALLOW_SHARED_GPU=1 (NCCL refuses this: "Duplicate GPU detected").
-ncclResult_t checkGpuNotShared(const ncclComm& comm, const char* func);
+// After the peers' information was all-gathered at init: two ranks of one host on one
+// GPU, both GPU communicators, are ncclInvalidUsage on every rank alike, with a WARN
+// naming them, unless CHORUS_ALLOW_SHARED_GPU=1 (NCCL refuses this: "Duplicate GPU
+// detected").
+ncclResult_t checkGpusNotShared(const ncclComm& comm);
 
-// A rank of the same host on the same GPU as `comm`'s rank (by PCI location where known,
-// else by device number), or -1.
+// Another GPU communicator rank of the same host on the same GPU as `comm`'s rank (by PCI
+// location where known, else by device number), or -1.
 int sharedGpuPeer(const ncclComm& comm);
 
 // The calling thread's current CUDA device, 0 when there is none (as for a CPU-only run).
