@@ -107,6 +107,8 @@ class CpuExec {
 
   static void fenceRelease() { __atomic_thread_fence(__ATOMIC_RELEASE); }
   static void fenceAcquire() { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+  // break_ends.h: the host's compare-and-swap (step_fifo.h).
+  static void markBroken(StepFifoControl* ctrl, BrokenCause cause) { chorus::markBroken(ctrl, cause); }
 
   // Bulk moves of FIFO words (LL lines): each aligned 8-byte word untorn, no order among
   // them. SSE2 moves of 16 bytes, whose 8-byte halves are each single accesses; the

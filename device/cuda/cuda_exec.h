@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "device/common/break_ends.h"
 #include "device/common/step_fifo.h"
 #include "device/common/step_stamps.h"
 #include "device/cuda/kernel_args.h"
@@ -49,6 +50,12 @@ class CudaExec {
 
   __device__ static void fenceRelease() { __threadfence_system(); }
   __device__ static void fenceAcquire() { __threadfence_system(); }
+  // break_ends.h: the connection's `broken` word is in memory the host and other GPUs
+  // poll, hence the system scope.
+  __device__ static void markBroken(StepFifoControl* ctrl, BrokenCause cause) {
+    atomicCAS_system(&ctrl->broken, 0u, static_cast<uint32_t>(cause));
+    __threadfence_system();
+  }
 
   __device__ int tid() const { return static_cast<int>(threadIdx.x); }
   __device__ int nthreads() const { return static_cast<int>(blockDim.x); }
@@ -111,6 +118,8 @@ class CudaExec {
     __threadfence_system();
     *reinterpret_cast<volatile int*>(&s->code) = code;
     __threadfence_system();
+    // The peers learn of it now, not at their timeout: as the CPU executor's lanes do.
+    breakEveryEnd<CudaExec>(args_.comm, brokenCauseOf(code));
   }
 
   __device__ bool failed() const { return *reinterpret_cast<const volatile int*>(&args_.status->code) != 0; }

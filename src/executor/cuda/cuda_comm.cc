@@ -268,13 +268,29 @@ ncclResult_t CudaComm::launch(const ncclComm& comm, const Staged& s) {
 ncclResult_t CudaComm::asyncError(const ncclComm& comm) {
   const KernelStatus* s = statusHost_;
   const int code = *reinterpret_cast<const volatile int*>(&s->code);
-  if (code == 0) return ncclSuccess;
+  if (code == 0) return stickyError(comm);
   if (!reported_.exchange(true)) {
     std::atomic_thread_fence(std::memory_order_acquire);
     WARN("CUDA executor: rank %d: a kernel failed in block %d (peer %d): %.*s (got %ld, expected %ld)", comm.rank,
          s->block, s->peer, static_cast<int>(sizeof(s->what)), s->what, s->got, s->expected);
   }
   return static_cast<ncclResult_t>(code);
+}
+
+// A kernel that faulted (an illegal address, a trap) records nothing: the GPU's context is
+// lost, and every later CUDA call on it fails with that error. The last kernel's event says
+// so, where no status would.
+ncclResult_t CudaComm::stickyError(const ncclComm& comm) {
+  if (!lastKernelRecorded_.load(std::memory_order_acquire)) return ncclSuccess;
+  const cudaError_t err = cudaEventQuery(lastKernel_);
+  if (err == cudaSuccess || err == cudaErrorNotReady) return ncclSuccess;
+  if (!reported_.exchange(true)) {
+    WARN(
+        "CUDA executor: rank %d: the GPU reported %s (%s) after this communicator's kernels; its CUDA context is "
+        "unusable: abort the communicator",
+        comm.rank, cudaGetErrorName(err), cudaGetErrorString(err));
+  }
+  return ncclUnhandledCudaError;
 }
 
 }  // namespace chorus

@@ -57,6 +57,7 @@ class CudaComm final : public GpuComm {
   ncclResult_t syncImage(ncclComm* comm);
   ncclResult_t stagingFor(size_t bytes, size_t* index);
   ncclResult_t launch(const ncclComm& comm, const Staged& s);
+  ncclResult_t stickyError(const ncclComm& comm);
   void waitForKernels();
 
   int device_;
@@ -82,8 +83,8 @@ class CudaComm final : public GpuComm {
   // This communicator's kernels run one after another whatever streams they are given:
   // they share the FIFOs and the GPU's step counters.
   cudaEvent_t lastKernel_ = nullptr;
-  bool lastKernelRecorded_ = false;
-  std::atomic<bool> reported_{false};  // asyncError may be called from any thread
+  std::atomic<bool> lastKernelRecorded_{false};  // read by asyncError, from any thread
+  std::atomic<bool> reported_{false};            // asyncError may be called from any thread
   bool warnedLegacyStream_ = false;
 };
 
