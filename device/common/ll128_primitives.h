@@ -37,12 +37,16 @@ struct LL128Format {
   using Flag = uint64_t;
   static CHORUS_HD Flag flagOf(uint64_t step) { return step + 1; }
 
-  // Writes `count` lines from `payload` (count * 120 bytes).
+  // Writes `count` lines from `payload` (count * 120 bytes, 8-byte aligned): 15 word stores
+  // and the flag's release store per line, all by the calling thread, so the release need
+  // only publish this thread's own stores (Exec::storeReleaseOwn).
   template <typename Exec>
   static CHORUS_HD void writeLines(uint64_t* line, const unsigned char* payload, size_t count, Flag flag) {
     for (size_t i = 0; i < count; ++i) {
-      __builtin_memcpy(line + i * kLineWords, payload + i * kPayloadBytes, kPayloadBytes);
-      Exec::storeRelease(line + i * kLineWords + kPayloadWords, flag);
+      uint64_t* words = line + i * kLineWords;
+      const unsigned char* bytes = payload + i * kPayloadBytes;
+      copyAlignedWords(words, bytes, kPayloadBytes);
+      Exec::storeReleaseOwn(words + kPayloadWords, flag);
     }
   }
 
@@ -51,15 +55,15 @@ struct LL128Format {
   static CHORUS_HD void writeEmptyLines(uint64_t* line, size_t count, Flag flag) {
     for (size_t i = 0; i < count; ++i) {
       for (size_t w = 0; w < kPayloadWords; ++w) line[i * kLineWords + w] = 0;
-      Exec::storeRelease(line + i * kLineWords + kPayloadWords, flag);
+      Exec::storeReleaseOwn(line + i * kLineWords + kPayloadWords, flag);
     }
   }
 
-  // Copies the line's payload to `out` once its flag word is `flag`.
+  // Copies the line's payload to `out` (8-byte aligned) once its flag word is `flag`.
   template <typename Exec>
   static CHORUS_HD bool tryRead(const uint64_t* line, Flag flag, unsigned char* out) {
     if (Exec::loadAcquire(line + kPayloadWords) != flag) return false;
-    __builtin_memcpy(out, line, kPayloadBytes);
+    copyAlignedWords(out, line, kPayloadBytes);
     return true;
   }
 };

@@ -102,8 +102,8 @@ struct LLFormat {
   static CHORUS_HD void writeLines(uint64_t* line, const unsigned char* payload, size_t count, Flag flag) {
     const uint64_t high = static_cast<uint64_t>(flag) << 32;
     for (size_t i = 0; i < count; ++i) {
-      uint64_t data;
-      __builtin_memcpy(&data, payload + i * kPayloadBytes, sizeof(data));
+      uint64_t data;  // staging buffers are 8-byte aligned, and a line holds one word
+      copyAlignedWords(&data, payload + i * kPayloadBytes, sizeof(data));
       Exec::storeRelaxed(line + 2 * i, (data & 0xffffffffu) | high);
       Exec::storeRelaxed(line + 2 * i + 1, (data >> 32) | high);
     }
@@ -143,7 +143,7 @@ struct LLFormat {
     const uint64_t w1 = Exec::loadRelaxed(line + 1);
     if (static_cast<Flag>(w0 >> 32) != flag || static_cast<Flag>(w1 >> 32) != flag) return false;
     const uint64_t data = (w0 & 0xffffffffu) | (w1 << 32);
-    __builtin_memcpy(out, &data, sizeof(data));
+    copyAlignedWords(out, &data, sizeof(data));
     return true;
   }
 };

@@ -85,6 +85,7 @@ class CpuExec {
 
   static uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
   static void storeRelease(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+  static void storeReleaseOwn(uint64_t* p, uint64_t v) { storeRelease(p, v); }  // the thread's own stores
   // Untorn 8-byte accesses without ordering: LL's {data, flag} words.
   static uint64_t loadRelaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }

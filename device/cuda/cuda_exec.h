@@ -36,6 +36,11 @@ class CudaExec {
     __threadfence_system();
     asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
   }
+  // The calling thread's own earlier stores only (an LL128 line it wrote whole): the
+  // release store alone orders them, no fence needed.
+  __device__ static void storeReleaseOwn(uint64_t* p, uint64_t v) {
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
   __device__ static uint64_t loadRelaxed(const uint64_t* p) {
     uint64_t v;
     asm volatile("ld.relaxed.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");

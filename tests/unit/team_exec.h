@@ -31,6 +31,7 @@ class TeamExec {
 
   static uint64_t loadAcquire(const uint64_t* p) { return CpuExec::loadAcquire(p); }
   static void storeRelease(uint64_t* p, uint64_t v) { CpuExec::storeRelease(p, v); }
+  static void storeReleaseOwn(uint64_t* p, uint64_t v) { CpuExec::storeReleaseOwn(p, v); }
   static uint64_t loadRelaxed(const uint64_t* p) { return CpuExec::loadRelaxed(p); }
   static void storeRelaxed(uint64_t* p, uint64_t v) { CpuExec::storeRelaxed(p, v); }
   static void wakeSleepers(const FifoEnd& end, const uint64_t* counter) { CpuExec::wakeSleepers(end, counter); }
