@@ -28,6 +28,7 @@ struct PeerInfo {
   char netName[32];    // ncclConfig_t.netName: the net this rank's connections use ("": the process's)
   int deterministic;   // CHORUS_DETERMINISTIC as this rank read it: every rank must agree
   int gpuComm;         // 1: a GPU communicator (its calls run on the CUDA executor)
+  int ringPosition;    // a GPU communicator's: its GPU's place in its host's ring (topo::GpuRoute), or -1
   char hostname[64];
 };
 

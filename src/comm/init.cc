@@ -51,6 +51,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.trafficClass = comm->config.trafficClass;
   info.deterministic = comm->deterministic ? 1 : 0;
   info.gpuComm = comm->executorChoice.load() == ExecutorChoice::Cuda ? 1 : 0;
+  info.ringPosition = -1;  // set from the topology once the host's ranks are known
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
   info.hostHash = localHostHash();
   struct stat st;
@@ -100,12 +101,9 @@ int slotCountFromEnv() {
   return static_cast<int>(steps);
 }
 
-// The channels this rank can serve: a channel is a lane on the rank's thread, so on
-// the CPU more channels than cores per local rank only add hand-offs. The config's
-// minCTAs/maxCTAs, where set, bound it instead of NCCL_MIN/MAX_NCHANNELS.
-int channelsWanted(int localRanks, const CommConfig& config) {
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int wanted = static_cast<int>(std::max(1L, cores / std::max(1, localRanks)));
+// NCCL_MIN/MAX_NCHANNELS bound a rank's wish for channels; the config's minCTAs/maxCTAs,
+// where set, bound it instead.
+int boundChannels(int wanted, const CommConfig& config) {
   const int minChannels =
       config.minChannels > 0 ? config.minChannels : static_cast<int>(envInt("NCCL_MIN_NCHANNELS", 1));
   const int maxChannels =
@@ -113,6 +111,36 @@ int channelsWanted(int localRanks, const CommConfig& config) {
   wanted = std::min(wanted, std::max(1, maxChannels));
   wanted = std::max(wanted, std::min(std::max(1, minChannels), kMaxChannels));
   return std::min(wanted, kMaxChannels);
+}
+
+// The channels a CPU communicator's rank can serve: a channel is a lane on the rank's
+// thread, so more channels than cores per local rank only add hand-offs. A GPU
+// communicator's come from its GPU's links instead (topo::GpuRoute::channels).
+int cpuChannelsWanted(int localRanks, const CommConfig& config) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return boundChannels(static_cast<int>(std::max(1L, cores / std::max(1, localRanks))), config);
+}
+
+// The ring every channel follows, the same on every rank (all-gathered information only).
+// When every rank is a GPU communicator placed in its host's topology, each host's ranks
+// follow the topology search's ring order, hosts in the order of their first rank, as
+// NCCL's rings follow its graph search; otherwise (CPU communicators, a GPU the topology
+// lacks, `byRank`: deterministic mode, which promises rank order) ranks in order.
+std::vector<int> ringOrder(const std::vector<PeerInfo>& peers, bool byRank) {
+  std::vector<int> order(peers.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = static_cast<int>(r);
+  if (byRank) return order;
+  for (const PeerInfo& p : peers)
+    if (!p.gpuComm || p.ringPosition < 0) return order;
+  std::vector<uint64_t> hosts;  // by first rank
+  for (const PeerInfo& p : peers)
+    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end()) hosts.push_back(p.hostHash);
+  auto place = [&](int r) {
+    const auto host = std::find(hosts.begin(), hosts.end(), peers[r].hostHash) - hosts.begin();
+    return std::pair<long, int>(host, peers[r].ringPosition);
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return place(a) < place(b); });
+  return order;
 }
 
 // Connects one channel to its ring and tree neighbours. Receivers are created and
@@ -195,6 +223,22 @@ void attachTunerPlugin(ncclComm* comm, std::span<const ncclUniqueId> ids) {
   comm->tuner->attachPlugin(std::move(plugin));
 }
 
+// One INFO line per GPU communicator rank: where its GPU sits, and (rank 0) the ring and
+// channels the topology gave.
+void logGpuRouting(const ncclComm* comm, const topo::GpuRoute& route, const std::vector<int>& ring, int nChannels) {
+  if (route.position < 0) return;  // routeGpu said why
+  INFO(kSubsysGraph | kSubsysInit,
+       "rank %d: CUDA device %d is GPU %s, place %d of its host's ring (narrowest hop %.1f GB/s)", comm->rank,
+       comm->cudaDev, route.gpuName.c_str(), route.position, route.intraBw);
+  if (comm->rank != 0) return;
+  std::string order;
+  for (int r : ring) {
+    if (!order.empty()) order += ' ';
+    order += std::to_string(r);
+  }
+  INFO(kSubsysGraph | kSubsysInit, "GPU ring %s, %d channel(s)", order.c_str(), nChannels);
+}
+
 }  // namespace
 
 ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids) {
@@ -215,7 +259,16 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   CHORUS_CHECK(checkGpusNotShared(*comm));
   int localRanks = 0;
   for (const PeerInfo& p : comm->peers) localRanks += p.hostHash == comm->peers[comm->rank].hostHash;
-  comm->peers[comm->rank].channelsWanted = channelsWanted(localRanks, comm->config);
+  PeerInfo& self = comm->peers[comm->rank];
+  const bool gpu = comm->executorChoice.load() == ExecutorChoice::Cuda;
+  topo::GpuRoute route;
+  if (gpu) {
+    CHORUS_CHECK(topo::routeGpu(comm->cudaDev, self.gpuBusId, hostCount(comm->peers), &route));
+    self.ringPosition = route.position;
+    self.channelsWanted = boundChannels(route.channels, comm->config);
+  } else {
+    self.channelsWanted = cpuChannelsWanted(localRanks, comm->config);
+  }
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
 
   // Buffer sizes as NCCL's defaults: Simple 4 MiB, LL 512 KiB, LL128 about 4.7 MiB.
@@ -236,13 +289,16 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
 
   int nChannels = kMaxChannels;
   for (const PeerInfo& p : comm->peers) nChannels = std::min(nChannels, p.channelsWanted);
+  // One ring order for every channel: deterministic mode's reduction order follows it.
+  const std::vector<int> ring = ringOrder(comm->peers, comm->deterministic);
+  const int myPlace = static_cast<int>(std::find(ring.begin(), ring.end(), comm->rank) - ring.begin());
+  if (gpu) logGpuRouting(comm, route, ring, nChannels);
   comm->channels.resize(nChannels);
   for (int c = 0; c < nChannels; ++c) {
     Channel& ch = comm->channels[c];
     ch.id = c;
-    // One ring order for every channel: deterministic mode's reduction order follows it.
     ch.ringRanks.resize(comm->nranks);
-    for (int k = 0; k < comm->nranks; ++k) ch.ringRanks[k] = (comm->rank + k) % comm->nranks;
+    for (int k = 0; k < comm->nranks; ++k) ch.ringRanks[k] = ring[(myPlace + k) % comm->nranks];
     ch.tree = doubleBinaryTree(comm->nranks, comm->rank, c % 2);
     ch.send.resize(comm->nranks);
     ch.recv.resize(comm->nranks);
@@ -272,7 +328,6 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
          "order 0..%d along the ring, whatever NCCL_ALGO says",
          comm->nranks - 1);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const bool gpu = comm->executorChoice.load() == ExecutorChoice::Cuda;
   INFO(kSubsysInit, "comm %p%s%s rank %d nRanks %d nChannels %d pid %d %s - Init COMPLETE (%.1f ms)",
        static_cast<void*>(comm), comm->config.commName.empty() ? "" : " commName ", comm->config.commName.c_str(),
        comm->rank, comm->nranks, nChannels, getpid(),

@@ -1,5 +1,10 @@
 #include "src/topo/topo_init.h"
 
+#include <strings.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -30,7 +35,64 @@ ncclResult_t detectOnce(XmlNode* xml) {
   return ncclSuccess;
 }
 
+// The host's topology: NCCL_TOPO_FILE's, or detected.
+ncclResult_t loadTopology(XmlNode* xml) {
+  const std::string file = envString("NCCL_TOPO_FILE");
+  if (file.empty()) return detectOnce(xml);
+  CHORUS_CHECK(loadXmlFile(file, xml));
+  INFO(kSubsysGraph, "Loaded topology from NCCL_TOPO_FILE %s", file.c_str());
+  return ncclSuccess;
+}
+
+ncclResult_t buildSystem(const XmlNode& xml, TopoSystem* system) {
+  std::string error;
+  if (TopoSystem::fromXml(xml, system, &error) == ncclSuccess) return ncclSuccess;
+  const std::string file = envString("NCCL_TOPO_FILE");
+  WARN("Topology %s: %s", file.empty() ? "detected" : file.c_str(), error.c_str());
+  return ncclInvalidUsage;
+}
+
+// The topology's node of the GPU with PCI location `busId` (gpuBusIdOf's number), else
+// with `dev` number `cudaDev`; -1 if none.
+int gpuNodeOf(const TopoSystem& system, int cudaDev, uint64_t busId) {
+  if (busId != 0) {
+    // gpuBusIdOf: (domain << 16 | bus << 8 | device) + 1; the XML's ids read 0000:1b:00.0.
+    const uint64_t location = busId - 1;
+    char id[32];
+    snprintf(id, sizeof(id), "%04x:%02x:%02x.0", static_cast<unsigned>(location >> 16),
+             static_cast<unsigned>((location >> 8) & 0xff), static_cast<unsigned>(location & 0xff));
+    for (int gpu : system.gpus())
+      if (strcasecmp(system.node(gpu).id.c_str(), id) == 0) return gpu;
+  }
+  for (int gpu : system.gpus())
+    if (system.node(gpu).gpuDev == cudaDev) return gpu;
+  return -1;
+}
+
 }  // namespace
+
+ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route) {
+  *route = GpuRoute{};
+  XmlNode xml;
+  CHORUS_CHECK(loadTopology(&xml));
+  TopoSystem system;
+  CHORUS_CHECK(buildSystem(xml, &system));
+  const int gpu = gpuNodeOf(system, cudaDev, busId);
+  if (gpu < 0) {
+    INFO(kSubsysGraph, "CUDA device %d is not in the topology (%zu GPUs): rank order and one channel", cudaDev,
+         system.gpus().size());
+    return ncclSuccess;
+  }
+  const RingPlan ring = searchRing(system, hosts);
+  for (size_t i = 0; i < ring.order.size(); ++i)
+    if (ring.order[i] == gpu) route->position = static_cast<int>(i);
+  route->gpuName = system.node(gpu).id;
+  if (ring.order.size() > 1) {
+    route->intraBw = ring.intraBw;
+    route->channels = std::max(1, static_cast<int>(std::ceil(ring.intraBw / kGpuChannelGBs)));
+  }
+  return ncclSuccess;
+}
 
 ncclResult_t applyTopologySettings(int rank, int hosts) {
   const std::string file = envString("NCCL_TOPO_FILE");
@@ -39,22 +101,13 @@ ncclResult_t applyTopologySettings(int rank, int hosts) {
   if (file.empty() && dump.empty() && graphDump.empty()) return ncclSuccess;
 
   XmlNode xml;
-  if (!file.empty()) {
-    CHORUS_CHECK(loadXmlFile(file, &xml));
-    INFO(kSubsysGraph, "Loaded topology from NCCL_TOPO_FILE %s", file.c_str());
-  } else {
-    CHORUS_CHECK(detectOnce(&xml));
-  }
+  CHORUS_CHECK(loadTopology(&xml));
   if (!dump.empty() && rank == envInt("NCCL_TOPO_DUMP_FILE_RANK", 0)) {
     CHORUS_CHECK(dumpXmlFile(dump, xml));
     INFO(kSubsysGraph, "Topology written to NCCL_TOPO_DUMP_FILE %s", dump.c_str());
   }
   TopoSystem system;
-  std::string error;
-  if (TopoSystem::fromXml(xml, &system, &error) != ncclSuccess) {
-    WARN("Topology %s: %s", file.empty() ? "detected" : file.c_str(), error.c_str());
-    return ncclInvalidUsage;
-  }
+  CHORUS_CHECK(buildSystem(xml, &system));
   const RingPlan ring = searchRing(system, hosts);
   const TreePlan tree = searchTree(system, hosts);
   INFO(kSubsysGraph,

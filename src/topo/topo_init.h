@@ -2,8 +2,12 @@
 // topology instead of detecting it), NCCL_TOPO_DUMP_FILE (write it, from rank
 // NCCL_TOPO_DUMP_FILE_RANK, default 0) and NCCL_GRAPH_DUMP_FILE (write the rings and
 // trees chosen, from rank NCCL_GRAPH_DUMP_FILE_RANK, default 0). The CPU executor does
-// not route by topology, so with none of them set init neither detects nor searches.
+// not route by topology, so with none of them set a CPU communicator's init neither
+// detects nor searches; a GPU communicator's does (routeGpu).
 #pragma once
+
+#include <cstdint>
+#include <string>
 
 #include "nccl.h"
 
@@ -11,5 +15,20 @@ namespace chorus::topo {
 
 // `hosts`: how many hosts the communicator spans (the rings and trees searched span as many).
 ncclResult_t applyTopologySettings(int rank, int hosts);
+
+// Where a GPU communicator's rank sits in its host's ring, from the topology search over the
+// host's topology (NCCL_TOPO_FILE, or detected).
+struct GpuRoute {
+  int position = -1;    // this rank's GPU in the searched ring order; -1: not in the topology
+  float intraBw = 0;    // GB/s: the ring's narrowest hop inside the host (0: one GPU, or none)
+  int channels = 1;     // how many channels that hop feeds (kGpuChannelGBs each)
+  std::string gpuName;  // the GPU's PCI bus id in the topology, for the log
+};
+// What one channel (one thread block) of NCCL's moves over NVLink on Hopper: NCCL runs 16
+// channels over a DGX H100's 18 NVLinks (371 GB/s), about 23 GB/s each.
+inline constexpr float kGpuChannelGBs = 24.0f;
+// `cudaDev` and `busId` (cuda_executor.h's gpuBusIdOf; 0: unknown) name the rank's GPU: by
+// PCI location where known, else by the topology's `dev` number.
+ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route);
 
 }  // namespace chorus::topo

@@ -5,6 +5,8 @@
 // per kernel run, in an order every rank agrees on, on the group's streams).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -15,6 +17,10 @@
 #include "nccl.h"
 #include "src/comm/comm.h"
 #include "src/executor/cuda/cuda_executor.h"
+#include "src/topo/topo_init.h"
+#include "src/topo/topo_search.h"
+#include "src/topo/topo_system.h"
+#include "src/topo/topo_xml.h"
 
 namespace chorus {
 namespace {
@@ -213,6 +219,67 @@ TEST_F(GpuHostPathTest, TheExecutorIsDecidedAtInitAndACpuCommunicatorCanBeAskedF
   error = ncclGetLastError(byEnv);
   EXPECT_NE(error.find("(CHORUS_EXECUTOR=cpu asked for it)"), std::string::npos) << error;
   EXPECT_TRUE(gLaunches.empty());
+}
+
+// GPU communicators take their ring and channel count from the topology search, as NCCL
+// takes them from its graph search: eight ranks on a DGX H100's GPUs (NCCL_TOPO_FILE),
+// handed out of order. All their connections are in this process, with small buffers.
+TEST_F(GpuHostPathTest, GpuCommunicatorsTakeTheirRingAndChannelsFromTheTopology) {
+  const std::string file = CHORUS_TOPO_TEST_DIR "/dgx_h100.xml";
+  const std::vector<int> devs = {3, 0, 6, 1, 7, 2, 5, 4};  // rank r on CUDA device devs[r]
+  const int n = static_cast<int>(devs.size());
+  setenv("NCCL_TOPO_FILE", file.c_str(), 1);
+  setenv("NCCL_BUFFSIZE", "65536", 1);
+  setenv("NCCL_LL_BUFFSIZE", "16384", 1);
+  setenv("NCCL_LL128_BUFFSIZE", "65536", 1);
+  comms_.assign(n, nullptr);
+  const ncclResult_t made = ncclCommInitAll(comms_.data(), n, devs.data());
+  for (const char* name : {"NCCL_TOPO_FILE", "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"})
+    unsetenv(name);
+  ASSERT_EQ(made, ncclSuccess);
+
+  // What the search says: the GPUs' ring order and the narrowest hop's bandwidth.
+  topo::XmlNode xml;
+  ASSERT_EQ(topo::loadXmlFile(file, &xml), ncclSuccess);
+  topo::TopoSystem system;
+  std::string error;
+  ASSERT_EQ(topo::TopoSystem::fromXml(xml, &system, &error), ncclSuccess) << error;
+  const topo::RingPlan plan = topo::searchRing(system, 1);
+  ASSERT_EQ(plan.order.size(), devs.size());
+  std::vector<int> ring;  // the ranks in the search's order of their GPUs
+  for (int gpu : plan.order)
+    for (int r = 0; r < n; ++r)
+      if (devs[r] == system.node(gpu).gpuDev) ring.push_back(r);
+  ASSERT_EQ(ring.size(), devs.size());
+  std::vector<int> byRank(n);
+  for (int r = 0; r < n; ++r) byRank[r] = r;
+  ASSERT_NE(ring, byRank) << "the devices were handed out of order: the ring must differ from rank order";
+  const size_t channels = static_cast<size_t>(std::ceil(plan.intraBw / topo::kGpuChannelGBs));
+  EXPECT_EQ(channels, 16u) << "18 NVLinks of 20.6 GB/s, as NCCL's 16 channels on a DGX H100";
+
+  for (int r = 0; r < n; ++r) {
+    const ncclComm* comm = comms_[r];
+    ASSERT_EQ(comm->channels.size(), channels) << "rank " << r;
+    const int place = static_cast<int>(std::find(ring.begin(), ring.end(), r) - ring.begin());
+    for (const Channel& ch : comm->channels)
+      for (int k = 0; k < n; ++k) ASSERT_EQ(ch.ringRanks[k], ring[(place + k) % n]) << "rank " << r << " hop " << k;
+  }
+}
+
+// A CPU communicator, and a GPU missing from the topology, keep rank order.
+TEST_F(GpuHostPathTest, WithoutAPlaceInTheTopologyTheRingIsInRankOrder) {
+  setenv("NCCL_TOPO_FILE", CHORUS_TOPO_TEST_DIR "/dgx_h100.xml", 1);
+  const std::vector<int> devs = {12, 0};  // device 12 is not in the topology
+  comms_.assign(2, nullptr);
+  const ncclResult_t made = ncclCommInitAll(comms_.data(), 2, devs.data());
+  unsetenv("NCCL_TOPO_FILE");
+  ASSERT_EQ(made, ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(comms_[r]->channels.empty());
+    EXPECT_EQ(comms_[r]->channels[0].ringRanks[1], 1 - r);
+    EXPECT_EQ(comms_[r]->channels[0].ringRanks[0], r);
+  }
+  EXPECT_EQ(comms_[0]->channels.size(), 1u) << "one channel without a topology for the GPU";
 }
 
 }  // namespace
