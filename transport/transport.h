@@ -29,6 +29,8 @@ struct PeerInfo {
   int deterministic;   // CHORUS_DETERMINISTIC as this rank read it: every rank must agree
   int gpuComm;         // 1: a GPU communicator (its calls run on the CUDA executor)
   int ringPosition;    // a GPU communicator's: its GPU's place in its host's ring (topo::GpuRoute), or -1
+  float ringHopGBs;    // ... that ring's narrowest hop (0: unknown)
+  int ringOverNvlink;  // ... 1: every hop of that ring is NVLink
   char hostname[64];
 };
 

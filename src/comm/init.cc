@@ -192,9 +192,29 @@ ncclResult_t anyLinkOverNetwork(ncclComm* comm, bool* out) {
   return ncclSuccess;
 }
 
+// A GPU communicator within a host prices calls with NCCL's GPU figures
+// (tune_constants.h): each channel moves at most kGpuChannelGBs, and the narrowest hop of
+// any rank's host ring is shared among the channels. Over the network, or where a rank's
+// GPU is not in its topology, the CPU calibration's figures stay.
+bool gpuTuning(const ncclComm* comm, bool overNetwork, TuneTopology* topo, TuneConstants* constants) {
+  if (overNetwork) return false;
+  double hopGBs = 0;
+  bool nvlink = true;
+  for (const PeerInfo& p : comm->peers) {
+    if (!p.gpuComm || p.ringPosition < 0) return false;
+    if (p.ringHopGBs > 0) hopGBs = hopGBs == 0 ? p.ringHopGBs : std::min<double>(hopGBs, p.ringHopGBs);
+    nvlink = nvlink && p.ringOverNvlink != 0;
+  }
+  const double channels = static_cast<double>(comm->channels.size());
+  topo->busBwGBs = hopGBs > 0 ? std::min<double>(topo::kGpuChannelGBs, hopGBs / channels) : topo::kGpuChannelGBs;
+  topo->hopLatencyUs = nvlink ? kGpuNvlinkHopUs : kGpuPciHopUs;
+  *constants = gpuTuneConstants(nvlink);
+  return true;
+}
+
 // What the tuning model needs, from information every rank shares (so every rank
 // makes the same choice for the same call).
-TuneTopology tuneTopology(const ncclComm* comm, bool overNetwork) {
+TuneTopology tuneTopology(const ncclComm* comm, bool overNetwork, TuneConstants* constants) {
   TuneTopology topo;
   topo.nranks = comm->nranks;
   std::set<uint64_t> processes;
@@ -206,6 +226,7 @@ TuneTopology tuneTopology(const ncclComm* comm, bool overNetwork) {
   const bool crossProcess = processes.size() > 1;
   topo.busBwGBs = overNetwork ? kNetBusBwGBs : crossProcess ? kShmBusBwGBs : kP2pBusBwGBs;
   topo.hopLatencyUs = overNetwork ? kNetHopLatencyUs : crossProcess ? kShmHopLatencyUs : kP2pHopLatencyUs;
+  gpuTuning(comm, overNetwork, &topo, constants);
   return topo;
 }
 
@@ -265,6 +286,8 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   if (gpu) {
     CHORUS_CHECK(topo::routeGpu(comm->cudaDev, self.gpuBusId, hostCount(comm->peers), &route));
     self.ringPosition = route.position;
+    self.ringHopGBs = route.intraBw;
+    self.ringOverNvlink = route.nvlink ? 1 : 0;
     self.channelsWanted = boundChannels(route.channels, comm->config);
   } else {
     self.channelsWanted = cpuChannelsWanted(localRanks, comm->config);
@@ -312,7 +335,9 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   // Also the end of set-up's last exchange: every rank is connected once it returns.
   bool overNetwork = false;
   CHORUS_CHECK(anyLinkOverNetwork(comm, &overNetwork));
-  comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuneTopology(comm, overNetwork)));
+  TuneConstants constants;  // the CPU calibration, or a GPU communicator's figures
+  const TuneTopology tuned = tuneTopology(comm, overNetwork, &constants);
+  comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuned, constants));
   attachTunerPlugin(comm, ids);
   comm->refreshView();
   comm->localRanks = localRanks;

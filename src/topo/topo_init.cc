@@ -89,6 +89,7 @@ ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route) {
   route->gpuName = system.node(gpu).id;
   if (ring.order.size() > 1) {
     route->intraBw = ring.intraBw;
+    route->nvlink = ring.worstHop == PathType::NVL;
     route->channels = std::max(1, static_cast<int>(std::ceil(ring.intraBw / kGpuChannelGBs)));
   }
   return ncclSuccess;

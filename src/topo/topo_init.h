@@ -22,6 +22,7 @@ struct GpuRoute {
   int position = -1;    // this rank's GPU in the searched ring order; -1: not in the topology
   float intraBw = 0;    // GB/s: the ring's narrowest hop inside the host (0: one GPU, or none)
   int channels = 1;     // how many channels that hop feeds (kGpuChannelGBs each)
+  bool nvlink = false;  // every hop of the host's ring is NVLink
   std::string gpuName;  // the GPU's PCI bus id in the topology, for the log
 };
 // What one channel (one thread block) of NCCL's moves over NVLink on Hopper: NCCL runs 16

@@ -59,4 +59,31 @@ struct TuneConstants {
   double pipelineGrainBytes[3] = {8.0, 120.0, double(size_t(4) << 20) / 8};
 };
 
+// A GPU communicator's figures, until the CUDA executor is calibrated on a GPU (the six
+// steps above): NCCL's tuning model (src/graph/tuning.cc) in this model's terms. Per hop
+// of a ring, in us, LL / LL128 / Simple: 0.47 / 1.9 / 3.4 over NVLink, 1.0 / 2.5 / 5.7
+// over PCI; base latency Ring 3.6 / 10.0 / 8.4, Tree 4.4 / 4.4 / 8.4 (NCCL's Tree/Simple
+// base is 0 with a 28 us hop standing for a chunk: this model's fill term does that);
+// LL carries a quarter of Simple's AllReduce bandwidth, LL128 0.92 of it; a tree keeps 0.9.
+// Predictions (BENCHMARKS.md labels them so), not measurements.
+inline constexpr double kGpuNvlinkHopUs = 3.4;  // TuneTopology::hopLatencyUs, Simple
+inline constexpr double kGpuPciHopUs = 5.7;
+inline TuneConstants gpuTuneConstants(bool nvlink) {
+  TuneConstants c;
+  const double simpleHop = nvlink ? kGpuNvlinkHopUs : kGpuPciHopUs;
+  const double hops[3] = {nvlink ? 0.47 : 1.0, nvlink ? 1.9 : 2.5, simpleHop};
+  const double tree[3] = {4.4, 4.4, 8.4};
+  const double ring[3] = {3.6, 10.0, 8.4};
+  for (int p = 0; p < 3; ++p) {
+    c.baseLatencyUs[0][p] = tree[p];
+    c.baseLatencyUs[1][p] = ring[p];
+    c.hopLatencyFactor[p] = hops[p] / simpleHop;
+  }
+  c.bandwidthFactor[0] = 0.25;
+  c.bandwidthFactor[1] = 0.92;
+  c.bandwidthFactor[2] = 1.0;
+  c.treeBandwidthEfficiency = 0.9;
+  return c;
+}
+
 }  // namespace chorus

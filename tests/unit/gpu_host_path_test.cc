@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -68,6 +69,20 @@ class GpuHostPathTest : public ::testing::Test {
     }
     setGpuLaunchHooksForTesting(nullptr);
     unsetenv("CHORUS_ALLOW_SHARED_GPU");
+  }
+  // Rank r on CUDA device devs[r] of a DGX H100 (tests/topo, NCCL_TOPO_FILE), with small
+  // buffers: all the connections are in this process.
+  ncclResult_t initOnDgxH100(const std::vector<int>& devs) {
+    const std::string file = CHORUS_TOPO_TEST_DIR "/dgx_h100.xml";
+    setenv("NCCL_TOPO_FILE", file.c_str(), 1);
+    setenv("NCCL_BUFFSIZE", "65536", 1);
+    setenv("NCCL_LL_BUFFSIZE", "16384", 1);
+    setenv("NCCL_LL128_BUFFSIZE", "65536", 1);
+    comms_.assign(devs.size(), nullptr);
+    const ncclResult_t made = ncclCommInitAll(comms_.data(), static_cast<int>(devs.size()), devs.data());
+    for (const char* name : {"NCCL_TOPO_FILE", "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"})
+      unsetenv(name);
+    return made;
   }
   // `n` ranks, all on the fake's GPU (n > 1 needs CHORUS_ALLOW_SHARED_GPU=1).
   ncclResult_t initOnFakeGpu(int n) {
@@ -225,22 +240,13 @@ TEST_F(GpuHostPathTest, TheExecutorIsDecidedAtInitAndACpuCommunicatorCanBeAskedF
 // takes them from its graph search: eight ranks on a DGX H100's GPUs (NCCL_TOPO_FILE),
 // handed out of order. All their connections are in this process, with small buffers.
 TEST_F(GpuHostPathTest, GpuCommunicatorsTakeTheirRingAndChannelsFromTheTopology) {
-  const std::string file = CHORUS_TOPO_TEST_DIR "/dgx_h100.xml";
   const std::vector<int> devs = {3, 0, 6, 1, 7, 2, 5, 4};  // rank r on CUDA device devs[r]
   const int n = static_cast<int>(devs.size());
-  setenv("NCCL_TOPO_FILE", file.c_str(), 1);
-  setenv("NCCL_BUFFSIZE", "65536", 1);
-  setenv("NCCL_LL_BUFFSIZE", "16384", 1);
-  setenv("NCCL_LL128_BUFFSIZE", "65536", 1);
-  comms_.assign(n, nullptr);
-  const ncclResult_t made = ncclCommInitAll(comms_.data(), n, devs.data());
-  for (const char* name : {"NCCL_TOPO_FILE", "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"})
-    unsetenv(name);
-  ASSERT_EQ(made, ncclSuccess);
+  ASSERT_EQ(initOnDgxH100(devs), ncclSuccess);
 
   // What the search says: the GPUs' ring order and the narrowest hop's bandwidth.
   topo::XmlNode xml;
-  ASSERT_EQ(topo::loadXmlFile(file, &xml), ncclSuccess);
+  ASSERT_EQ(topo::loadXmlFile(CHORUS_TOPO_TEST_DIR "/dgx_h100.xml", &xml), ncclSuccess);
   topo::TopoSystem system;
   std::string error;
   ASSERT_EQ(topo::TopoSystem::fromXml(xml, &system, &error), ncclSuccess) << error;
@@ -264,6 +270,43 @@ TEST_F(GpuHostPathTest, GpuCommunicatorsTakeTheirRingAndChannelsFromTheTopology)
     for (const Channel& ch : comm->channels)
       for (int k = 0; k < n; ++k) ASSERT_EQ(ch.ringRanks[k], ring[(place + k) % n]) << "rank " << r << " hop " << k;
   }
+}
+
+// A GPU communicator's calls are priced with NCCL's GPU figures (tune_constants.h), not
+// the CPU calibration: ncclGroupSimulateEnd for an AllReduce on eight GPUs of a DGX H100.
+// The table it prints is BENCHMARKS.md's "predicted" one: model output, not measurement.
+TEST_F(GpuHostPathTest, AGpuCommunicatorIsPricedWithNcclsGpuFigures) {
+  ASSERT_EQ(initOnDgxH100({0, 1, 2, 3, 4, 5, 6, 7}), ncclSuccess);
+  auto* buf = reinterpret_cast<float*>(fake_.managedMemory);  // a GPU can reach it
+  const double n = 8;
+  auto predictUs = [&](size_t bytes) {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAllReduce(buf, buf, bytes / sizeof(float), ncclFloat32, ncclSum, comms_[0], nullptr), ncclSuccess);
+    EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess);
+    return static_cast<double>(info.estimatedTime);
+  };
+  std::printf("AllReduce, 8 GPUs of a DGX H100, predicted:\n%12s %12s %14s\n", "bytes", "time (us)", "busbw (GB/s)");
+  double previous = 0;
+  for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 8) {
+    const double us = predictUs(bytes);
+    const double busbw = static_cast<double>(bytes) / us / 1e3 * 2 * (n - 1) / n;
+    std::printf("%12zu %12.2f %14.2f\n", bytes, us, busbw);
+    EXPECT_GE(us, previous) << bytes << " bytes";
+    previous = us;
+  }
+  // A small call costs NCCL's base latency and a few LL hops over NVLink (3.6 + 7 x 0.47 us
+  // for the gathering AllReduce), not the CPU executor's 2 us per in-process hop.
+  const double small = predictUs(8);
+  EXPECT_GT(small, 3.6);
+  EXPECT_LT(small, 3.6 + 14 * 0.47 + 0.5);
+  // A large one streams at the ring's narrowest hop: 18 NVLinks x 20.6 GB/s over 16 channels.
+  const double large = static_cast<double>(size_t(256) << 20);
+  const double largeUs = predictUs(size_t(256) << 20);
+  const double busbw = large / largeUs / 1e3 * 2 * (n - 1) / n;
+  std::printf("%12zu %12.2f %14.2f\n", size_t(256) << 20, largeUs, busbw);
+  EXPECT_GT(busbw, 0.95 * 18 * 20.6);
+  EXPECT_LE(busbw, 18 * 20.6 * 1.001);
 }
 
 // A CPU communicator, and a GPU missing from the topology, keep rank order.
