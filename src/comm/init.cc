@@ -196,12 +196,12 @@ ncclResult_t anyLinkOverNetwork(ncclComm* comm, bool* out) {
 // (tune_constants.h): each channel moves at most kGpuChannelGBs, and the narrowest hop of
 // any rank's host ring is shared among the channels. Over the network, or where a rank's
 // GPU is not in its topology, the CPU calibration's figures stay.
-bool gpuTuning(const ncclComm* comm, bool overNetwork, TuneTopology* topo, TuneConstants* constants) {
-  if (overNetwork) return false;
+void gpuTuning(const ncclComm* comm, bool overNetwork, TuneTopology* topo, TuneConstants* constants) {
+  if (overNetwork) return;
   double hopGBs = 0;
   bool nvlink = true;
   for (const PeerInfo& p : comm->peers) {
-    if (!p.gpuComm || p.ringPosition < 0) return false;
+    if (!p.gpuComm || p.ringPosition < 0) return;
     if (p.ringHopGBs > 0) hopGBs = hopGBs == 0 ? p.ringHopGBs : std::min<double>(hopGBs, p.ringHopGBs);
     nvlink = nvlink && p.ringOverNvlink != 0;
   }
@@ -209,7 +209,6 @@ bool gpuTuning(const ncclComm* comm, bool overNetwork, TuneTopology* topo, TuneC
   topo->busBwGBs = hopGBs > 0 ? std::min<double>(topo::kGpuChannelGBs, hopGBs / channels) : topo::kGpuChannelGBs;
   topo->hopLatencyUs = nvlink ? kGpuNvlinkHopUs : kGpuPciHopUs;
   *constants = gpuTuneConstants(nvlink);
-  return true;
 }
 
 // What the tuning model needs, from information every rank shares (so every rank

@@ -74,9 +74,19 @@ int gpuNodeOf(const TopoSystem& system, int cudaDev, uint64_t busId) {
 ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route) {
   *route = GpuRoute{};
   XmlNode xml;
-  CHORUS_CHECK(loadTopology(&xml));
   TopoSystem system;
-  CHORUS_CHECK(buildSystem(xml, &system));
+  if (envString("NCCL_TOPO_FILE").empty()) {
+    // A machine whose detection fails still runs, in rank order (a file the user named
+    // must be right: its failure fails init, as applyTopologySettings' does).
+    std::string error = "detection failed";
+    if (detectOnce(&xml) != ncclSuccess || TopoSystem::fromXml(xml, &system, &error) != ncclSuccess) {
+      INFO(kSubsysGraph, "topology: %s: GPU ring in rank order, one channel", error.c_str());
+      return ncclSuccess;
+    }
+  } else {
+    CHORUS_CHECK(loadTopology(&xml));
+    CHORUS_CHECK(buildSystem(xml, &system));
+  }
   const int gpu = gpuNodeOf(system, cudaDev, busId);
   if (gpu < 0) {
     INFO(kSubsysGraph, "CUDA device %d is not in the topology (%zu GPUs): rank order and one channel", cudaDev,
