@@ -128,6 +128,10 @@ bool DeviceRanks::launchAndWait(const std::vector<int>& ranks, const std::vector
     const KernelLane lane{rank.items.as<WorkItem>(), 1};
     cudaMemcpy(rank.lane.get(), &lane, sizeof(lane), cudaMemcpyHostToDevice);
   }
+  // Every upload so far (the FIFOs' memset, the views, the items, the tests' inputs) went
+  // through the legacy stream, which the ranks' non-blocking streams do not wait for, and a
+  // pageable cudaMemcpy may return before its data lands: the kernels must not start first.
+  if (cudaDeviceSynchronize() != cudaSuccess) return false;
   const auto start = std::chrono::steady_clock::now();
   for (int r : ranks) {
     Rank& rank = *ranks_[r];
