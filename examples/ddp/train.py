@@ -79,6 +79,10 @@ def main():
         median_ms = 1000 * statistics.median(times[min(3, len(times) - 1):])
         print(f"{args.backend}, {world} ranks ({os.environ.get('LOCAL_WORLD_SIZE', '?')} on this host): "
               f"final loss {loss.item():.6f}, median step {median_ms:.3f} ms", flush=True)
+    # Every rank is done before any tears down: gloo's rank that is still closing its pairs
+    # when its peer's have gone can abort the process ("terminate called without an active
+    # exception", seen once in CI's comparison run).
+    dist.barrier()
     dist.destroy_process_group()
 
 
