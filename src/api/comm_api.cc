@@ -39,16 +39,13 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId>
   CHORUS_CHECK(checkRank(rank, nranks, "rank", func));
   CommConfig parsed;
   CHORUS_CHECK(parseConfig(config, &parsed, func));
-  ExecutorChoice request = ExecutorChoice::Auto;
-  const char* askedBy = func;
-  CHORUS_CHECK(executorRequest(asked, func, &request, &askedBy));
 
   auto comm = std::make_unique<ncclComm>();
   comm->rank = rank;
   comm->nranks = nranks;
   comm->cudaDev = cudaDev;
   comm->config = parsed;
-  CHORUS_CHECK(decideExecutor(comm.get(), request, askedBy, func));
+  CHORUS_CHECK(decideExecutor(comm.get(), asked, func));
   ncclComm* raw = comm.get();
   {
     // Counted before the handle is published: another thread may abort it from then on

@@ -121,6 +121,12 @@ int cpuChannelsWanted(int localRanks, const CommConfig& config) {
   return boundChannels(static_cast<int>(std::max(1L, cores / std::max(1, localRanks))), config);
 }
 
+// Whether every rank is a GPU communicator whose GPU has a place in its host's searched
+// ring (topo::GpuRoute): then the communicator routes and prices by the topology.
+bool everyRankPlaced(const std::vector<PeerInfo>& peers) {
+  return std::all_of(peers.begin(), peers.end(), [](const PeerInfo& p) { return p.gpuComm && p.ringPosition >= 0; });
+}
+
 // The ring every channel follows, the same on every rank (all-gathered information only).
 // When every rank is a GPU communicator placed in its host's topology, each host's ranks
 // follow the topology search's ring order, hosts in the order of their first rank, as
@@ -129,9 +135,7 @@ int cpuChannelsWanted(int localRanks, const CommConfig& config) {
 std::vector<int> ringOrder(const std::vector<PeerInfo>& peers, bool byRank) {
   std::vector<int> order(peers.size());
   for (size_t r = 0; r < order.size(); ++r) order[r] = static_cast<int>(r);
-  if (byRank) return order;
-  for (const PeerInfo& p : peers)
-    if (!p.gpuComm || p.ringPosition < 0) return order;
+  if (byRank || !everyRankPlaced(peers)) return order;
   std::vector<uint64_t> hosts;  // by first rank
   for (const PeerInfo& p : peers)
     if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end()) hosts.push_back(p.hostHash);
@@ -197,11 +201,10 @@ ncclResult_t anyLinkOverNetwork(ncclComm* comm, bool* out) {
 // any rank's host ring is shared among the channels. Over the network, or where a rank's
 // GPU is not in its topology, the CPU calibration's figures stay.
 void gpuTuning(const ncclComm* comm, bool overNetwork, TuneTopology* topo, TuneConstants* constants) {
-  if (overNetwork) return;
+  if (overNetwork || !everyRankPlaced(comm->peers)) return;
   double hopGBs = 0;
   bool nvlink = true;
   for (const PeerInfo& p : comm->peers) {
-    if (!p.gpuComm || p.ringPosition < 0) return;
     if (p.ringHopGBs > 0) hopGBs = hopGBs == 0 ? p.ringHopGBs : std::min<double>(hopGBs, p.ringHopGBs);
     nvlink = nvlink && p.ringOverNvlink != 0;
   }

@@ -17,11 +17,10 @@ std::string gpuName(int ordinal) { return ordinal >= 0 ? "GPU " + std::to_string
 
 ExecutorChoice choiceOf(const ncclComm* comm) { return comm->executorChoice.load(std::memory_order_acquire); }
 
-}  // namespace
-
-ncclResult_t executorRequest(ExecutorChoice asked, const char* api, ExecutorChoice* request, const char** askedBy) {
+// What was asked for, and by whom: the API's own request, else CHORUS_EXECUTOR.
+ncclResult_t requestedExecutor(ExecutorChoice asked, const char* func, ExecutorChoice* request, const char** askedBy) {
   *request = asked;
-  *askedBy = api;
+  *askedBy = func;
   if (asked != ExecutorChoice::Auto) return ncclSuccess;
   const std::string value = envString("CHORUS_EXECUTOR", "auto");
   if (strcasecmp(value.c_str(), "auto") == 0) return ncclSuccess;
@@ -35,27 +34,23 @@ ncclResult_t executorRequest(ExecutorChoice asked, const char* api, ExecutorChoi
     *askedBy = "CHORUS_EXECUTOR=gpu";
     return ncclSuccess;
   }
-  WARN("%s: invalid argument: CHORUS_EXECUTOR=%s is not one of auto, cpu, gpu", api, value.c_str());
+  WARN("%s: invalid argument: CHORUS_EXECUTOR=%s is not one of auto, cpu, gpu", func, value.c_str());
   return ncclInvalidArgument;
 }
 
-ncclResult_t decideExecutor(ncclComm* comm, ExecutorChoice request, const char* askedBy, const char* func) {
-  comm->executorAskedBy = askedBy;
-  if (request == ExecutorChoice::Cpu) {
-    comm->executorChoice.store(ExecutorChoice::Cpu, std::memory_order_release);
-    return ncclSuccess;
-  }
+}  // namespace
+
+ncclResult_t decideExecutor(ncclComm* comm, ExecutorChoice asked, const char* func) {
+  ExecutorChoice request = ExecutorChoice::Auto;
+  CHORUS_CHECK(requestedExecutor(asked, func, &request, &comm->executorAskedBy));
   std::string why;
-  if (gpuExecutorAvailable(&why)) {
-    comm->executorChoice.store(ExecutorChoice::Cuda, std::memory_order_release);
-    return ncclSuccess;
-  }
-  if (request == ExecutorChoice::Cuda) {
+  const bool gpu = request != ExecutorChoice::Cpu && gpuExecutorAvailable(&why);
+  if (request == ExecutorChoice::Cuda && !gpu) {
     WARN("%s: invalid usage: %s asks for a GPU communicator (rank %d), but the CUDA executor cannot run here (%s)",
-         func, askedBy, comm->rank, why.c_str());
+         func, comm->executorAskedBy, comm->rank, why.c_str());
     return ncclInvalidUsage;
   }
-  comm->executorChoice.store(ExecutorChoice::Cpu, std::memory_order_release);
+  comm->executorChoice.store(gpu ? ExecutorChoice::Cuda : ExecutorChoice::Cpu, std::memory_order_release);
   return ncclSuccess;
 }
 

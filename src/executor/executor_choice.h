@@ -17,17 +17,13 @@ namespace chorus {
 // What a communicator runs on (ncclComm::executorChoice). Auto only as a request.
 enum class ExecutorChoice : uint8_t { Auto = 0, Cpu, Cuda };
 
-// What the caller asked for: `asked` from the API (Auto: none), else CHORUS_EXECUTOR
-// (auto, cpu, gpu). `*askedBy` names where a request came from, for the WARNs; an unknown
-// CHORUS_EXECUTOR value is ncclInvalidArgument with a WARN.
-ncclResult_t executorRequest(ExecutorChoice asked, const char* api, ExecutorChoice* request, const char** askedBy);
-
 // Decides the executor of a communicator being made for CUDA device `comm->cudaDev`
-// (executorChoice and executorAskedBy): Cuda where the CUDA executor can run and nothing
-// asked for the CPU, else Cpu. A GPU asked for where none can be used is
-// ncclInvalidUsage with a WARN saying why. Runs on the calling thread, before the set-up,
-// so calls queued with the init in a group already know it.
-ncclResult_t decideExecutor(ncclComm* comm, ExecutorChoice request, const char* askedBy, const char* func);
+// (executorChoice, and executorAskedBy for the WARNs): what `asked` names (from the API;
+// Auto: CHORUS_EXECUTOR's auto, cpu or gpu), where Auto is Cuda where the CUDA executor
+// can run, else Cpu. An unknown CHORUS_EXECUTOR value is ncclInvalidArgument, a GPU asked
+// for where none can be used ncclInvalidUsage, each with a WARN. Runs on the calling
+// thread before the set-up, so calls queued with the init in a group already know it.
+ncclResult_t decideExecutor(ncclComm* comm, ExecutorChoice asked, const char* func);
 
 // Checks one buffer of a call against `comm`'s executor. ncclInvalidArgument with a WARN
 // (function, argument, pointer, and why) for device memory on a CPU communicator, pageable
