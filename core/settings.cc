@@ -52,8 +52,14 @@ constexpr Setting kSettings[] = {
     {"CHORUS_FAULT", kString, "", kHonoured,
      "faults to inject for tests: rank<R>:kill|stall|delay=<N>ms|break@<Kind>#<N>, ... (README)"},
     // Transports, channels, buffers.
-    {"NCCL_P2P_DISABLE", kInt64, "0", kHonoured, "1: no in-process transport"},
+    {"NCCL_P2P_DISABLE", kInt64, "0", kHonoured,
+     "1: no in-process transport, and no FIFO in GPU memory (CUDA IPC included)"},
     {"NCCL_SHM_DISABLE", kInt64, "0", kHonoured, "1: no shared-memory transport"},
+    {"NCCL_CUMEM_ENABLE", kInt64, "1", kHonoured,
+     "0: GPU FIFO buffers other processes map are shared by legacy CUDA IPC handles, not cuMem file descriptors"},
+    {"NCCL_P2P_LEVEL", kString, "", kHonoured,
+     "farthest path (LOC, NVL, PIX, PXB, PHB, SYS or 0-4; default PXB) over which GPUs of one host write each "
+     "other's FIFOs in GPU memory; farther pairs use host memory"},
     {"NCCL_ALGO", kString, "", kHonoured, "algorithms allowed: Ring, Tree (lists, ^ excludes)"},
     {"NCCL_PROTO", kString, "", kHonoured, "protocols allowed: LL, LL128, Simple (lists, ^ excludes)"},
     {"NCCL_TUNER_PLUGIN", kString, "", kHonoured,
@@ -95,8 +101,6 @@ constexpr Setting kSettings[] = {
     {"NCCL_PROFILER_PLUGIN", kString, "", kHonoured,
      "none, a name (libnccl-profiler-<name>.so) or a path; unset tries libnccl-profiler.so"},
     // NCCL's, not honoured: each names why.
-    {"NCCL_P2P_LEVEL", kString, "", kNotHonoured,
-     "GPU peers always exchange data through host memory (no P2P path yet)", "LOC,0"},
     {"NCCL_NET_GDR_LEVEL", kString, "", kNotHonoured,
      "GPUDirect RDMA is not implemented; buffers go through host memory", "LOC,0"},
     {"NCCL_NET_GDR_READ", kInt64, "0", kNotHonoured, "GPUDirect RDMA is not implemented", "0"},
@@ -104,7 +108,6 @@ constexpr Setting kSettings[] = {
      "rings and trees come from Chorus' own search; a graph file is not read", ""},
     {"NCCL_NTHREADS", kInt64, "512", kNotHonoured, "the CUDA kernels' block size is fixed", ""},
     {"NCCL_LAUNCH_MODE", kString, "", kNotHonoured, "a group's work is always launched per communicator", ""},
-    {"NCCL_CUMEM_ENABLE", kInt64, "0", kNotHonoured, "Chorus does not allocate through the cuMem API", "0"},
     {"NCCL_NVLS_ENABLE", kInt64, "0", kNotHonoured, "there is no NVLink SHARP algorithm", "0"},
     {"NCCL_COLLNET_ENABLE", kInt64, "0", kNotHonoured, "there is no CollNet algorithm", "0"},
     {"NCCL_CROSS_NIC", kInt64, "2", kNotHonoured, "rings are not placed per NIC", ""},

@@ -69,7 +69,7 @@ class NetTransport : public Transport {
   bool canConnect(const PeerInfo& self, const PeerInfo&) const override { return netNamed(self.netName) != nullptr; }
 
   ncclResult_t createReceiver(const FifoLayout& memoryLayout, const PeerInfo& self, const PeerInfo& peer,
-                              ConnectHandle* handle, FifoEnd* end,
+                              const LinkContext&, ConnectHandle* handle, FifoEnd* end,
                               std::unique_ptr<ConnectionResource>* resource) const override {
     FifoLayout layout = memoryLayout;  // the sender takes it from the handle
     layout.nSlots = netSlots(memoryLayout);
@@ -87,8 +87,8 @@ class NetTransport : public Transport {
     return ncclSuccess;
   }
 
-  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer, FifoEnd* end,
-                            std::unique_ptr<ConnectionResource>* resource) const override {
+  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer, const LinkContext&,
+                            FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const override {
     Net* net = netNamed(self.netName);
     if (net == nullptr) return ncclSystemError;
     std::unique_ptr<NetConnection> conn;

@@ -1,11 +1,16 @@
-// P2P: both ranks live in one process, so the receiver's FIFO is plain heap memory
-// and the sender writes into it directly; both ends own it (HeapBlock).
+// P2P: both ranks live in one process, so the sender writes into the receiver's FIFO
+// directly; both ends own it (HeapBlock). Between GPU communicators whose GPUs are close
+// enough (NCCL_P2P_LEVEL) the buffers are the receiver's GPU memory, which the sender's
+// kernels write over NVLink or PCIe (NCCL's P2P write); the control block stays in host
+// memory, where the host can still mark the connection broken and read its stamps.
+// Otherwise the whole FIFO is host memory.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "core/debug.h"
@@ -17,23 +22,60 @@ namespace {
 // The receiver's FIFO memory, owned jointly by both ends: when one rank's communicator is
 // aborted or destroyed while the other end still runs (a survivor of an ncclCommInitAll
 // set), the memory stays with the survivor, whose waits then find it marked broken instead
-// of touching freed memory. Senders find a block by its address in a process-wide table.
+// of touching freed memory. Senders find a block by its control block's address in a
+// process-wide table.
 class HeapBlock {
  public:
-  explicit HeapBlock(const FifoLayout& layout)
-      : memory_(std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(layout.totalBytes()))), layout_(layout) {
+  // Host memory for the whole FIFO or, with `gpu`, for the control block alone and GPU
+  // `device`'s memory for the buffers. Null with `*why` when an allocation failed.
+  static std::shared_ptr<HeapBlock> create(const FifoLayout& layout, const GpuFifoMemory* gpu, int device,
+                                           std::string* why) {
+    std::shared_ptr<HeapBlock> block(new HeapBlock(layout, gpu, device));
+    const size_t hostBytes = gpu ? sizeof(StepFifoControl) : layout.totalBytes();
+    block->control_ = std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(hostBytes));
+    if (block->control_ == nullptr) {
+      *why = "allocating " + std::to_string(hostBytes) + " bytes of host memory failed";
+      return nullptr;
+    }
     // Counters and LL/LL128 flags start at 0 (= no data yet); Simple slots need no clearing.
-    if (memory_) memset(memory_, 0, layout.bufferOffset(static_cast<int>(Protocol::Simple)));
+    // GPU memory comes zeroed.
+    memset(block->control_, 0, gpu ? hostBytes : layout.bufferOffset(static_cast<int>(Protocol::Simple)));
+    if (gpu != nullptr) {
+      block->gpuBuffers_ = gpu->allocate(device, layout.buffersBytes(), false, why);
+      if (block->gpuBuffers_ == nullptr) return nullptr;
+    }
+    return block;
   }
   ~HeapBlock();
   HeapBlock(const HeapBlock&) = delete;
   HeapBlock& operator=(const HeapBlock&) = delete;
-  void* memory() const { return memory_; }
+
+  StepFifoControl* control() const { return static_cast<StepFifoControl*>(control_); }
   const FifoLayout& layout() const { return layout_; }
+  bool onGpu() const { return gpu_ != nullptr; }
+  int device() const { return device_; }
+  // Points `end` at this FIFO.
+  void attach(FifoEnd* end) const {
+    if (onGpu()) {
+      end->attachApart(control(), gpuBuffers_, layout_);
+      end->gpuBuffers = true;
+    } else {
+      end->attach(control_, layout_);
+    }
+  }
+  std::string describe() const {
+    return onGpu() ? "GPU memory of CUDA device " + std::to_string(device_) : std::string("host memory");
+  }
 
  private:
-  void* memory_;
+  HeapBlock(const FifoLayout& layout, const GpuFifoMemory* gpu, int device)
+      : layout_(layout), gpu_(gpu), device_(device) {}
+
   FifoLayout layout_;
+  const GpuFifoMemory* gpu_;
+  int device_;
+  void* control_ = nullptr;
+  void* gpuBuffers_ = nullptr;
 };
 
 std::mutex& blockTableMutex() {
@@ -48,10 +90,12 @@ std::unordered_map<uint64_t, std::weak_ptr<HeapBlock>>& blockTable() {
 HeapBlock::~HeapBlock() {
   {
     std::lock_guard<std::mutex> lock(blockTableMutex());
-    auto it = blockTable().find(reinterpret_cast<uint64_t>(memory_));
+    auto it = blockTable().find(reinterpret_cast<uint64_t>(control_));
     if (it != blockTable().end() && it->second.expired()) blockTable().erase(it);
   }
-  std::free(memory_);
+  // Both ends are gone, and their communicators' kernels ended before their connections.
+  if (gpuBuffers_ != nullptr) gpu_->release(device_, gpuBuffers_);
+  std::free(control_);
 }
 
 class HeapFifo : public ConnectionResource {
@@ -60,14 +104,17 @@ class HeapFifo : public ConnectionResource {
 
   // The receiver releases the Simple buffer (the last, and the largest): the only one whose
   // idleness shows.
+  // GPU memory is not given back (a GPU communicator's suspend is refused before this).
   size_t releaseIdleSlots() override {
-    if (!receiver_ || !simpleSlotsIdle(static_cast<StepFifoControl*>(block_->memory()))) return 0;
+    if (!receiver_ || block_->onGpu() || !simpleSlotsIdle(block_->control())) return 0;
     const FifoLayout& layout = block_->layout();
-    return releaseFifoPages(block_->memory(), layout.bufferOffset(static_cast<int>(Protocol::Simple)),
+    return releaseFifoPages(block_->control(), layout.bufferOffset(static_cast<int>(Protocol::Simple)),
                             layout.totalBytes(), false);
   }
 
   bool jointlyOwned() const override { return true; }
+  std::string describe() const override { return block_->describe(); }
+  size_t gpuBytes() const override { return receiver_ && block_->onGpu() ? block_->layout().buffersBytes() : 0; }
 
  private:
   std::shared_ptr<HeapBlock> block_;
@@ -83,32 +130,37 @@ class P2pTransport : public Transport {
     return self.processId == peer.processId;
   }
 
-  ncclResult_t createReceiver(const FifoLayout& layout, const PeerInfo&, const PeerInfo& peer, ConnectHandle* handle,
-                              FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const override {
-    const size_t bytes = layout.totalBytes();
-    auto block = std::make_shared<HeapBlock>(layout);
-    if (!block->memory()) {
-      WARN("P2P: allocating %zu bytes for the connection from rank %d failed", bytes, peer.rank);
-      return ncclSystemError;
+  ncclResult_t createReceiver(const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer,
+                              const LinkContext& link, ConnectHandle* handle, FifoEnd* end,
+                              std::unique_ptr<ConnectionResource>* resource) const override {
+    const GpuFifoMemory* gpu = buffersOnReceiverGpu(self, peer, link) ? link.gpuMemory : nullptr;
+    std::string why;
+    std::shared_ptr<HeapBlock> block = HeapBlock::create(layout, gpu, self.cudaDev, &why);
+    if (!block) {
+      WARN("P2P: the FIFO for data from rank %d (%zu bytes in %s): %s", peer.rank, layout.totalBytes(),
+           gpu ? ("GPU memory of CUDA device " + std::to_string(self.cudaDev)).c_str() : "host memory", why.c_str());
+      return gpu ? ncclUnhandledCudaError : ncclSystemError;
     }
     {
       std::lock_guard<std::mutex> lock(blockTableMutex());
-      blockTable()[reinterpret_cast<uint64_t>(block->memory())] = block;
+      blockTable()[reinterpret_cast<uint64_t>(block->control())] = block;
     }
     memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::P2p;
-    handle->bytes = bytes;
+    handle->bytes = layout.totalBytes();
     handle->layout = layout;
     handle->ownerPid = getpid();
-    handle->address = reinterpret_cast<uint64_t>(block->memory());
+    handle->address = reinterpret_cast<uint64_t>(block->control());
+    handle->gpuBuffers = block->onGpu() ? kGpuBuffersInProcess : kBuffersInFifo;
     *end = FifoEnd{};
-    end->attach(block->memory(), layout);
+    block->attach(end);
     end->peer = peer.rank;
     *resource = std::make_unique<HeapFifo>(std::move(block), true);
     return ncclSuccess;
   }
 
-  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo&, const PeerInfo& peer, FifoEnd* end,
+  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer,
+                            const LinkContext& link, FifoEnd* end,
                             std::unique_ptr<ConnectionResource>* resource) const override {
     if (handle.ownerPid != getpid()) {
       WARN("P2P: connection handle from rank %d belongs to pid %d, not this process", peer.rank, handle.ownerPid);
@@ -124,8 +176,21 @@ class P2pTransport : public Transport {
       WARN("P2P: rank %d's receive FIFO is gone (its communicator was aborted or destroyed)", peer.rank);
       return ncclRemoteError;
     }
+    if (block->onGpu()) {
+      // This rank's kernels write into the receiver's GPU.
+      std::string why;
+      if (link.gpuMemory == nullptr) {
+        WARN("P2P: rank %d's FIFO is GPU memory, but rank %d is not a GPU communicator", peer.rank, self.rank);
+        return ncclInvalidUsage;
+      }
+      if (!link.gpuMemory->enablePeerAccess(self.cudaDev, block->device(), &why)) {
+        WARN("P2P: rank %d (CUDA device %d) cannot write rank %d's FIFO on CUDA device %d: %s", self.rank, self.cudaDev,
+             peer.rank, block->device(), why.c_str());
+        return ncclUnhandledCudaError;
+      }
+    }
     *end = FifoEnd{};
-    end->attach(block->memory(), handle.layout);
+    block->attach(end);
     end->peer = peer.rank;
     *resource = std::make_unique<HeapFifo>(std::move(block), false);
     return ncclSuccess;

@@ -2,6 +2,9 @@
 // a POSIX shared memory object in /dev/shm. The receiver creates and sizes it (with
 // posix_fallocate, so a full /dev/shm is an error now rather than SIGBUS later); the
 // sender maps it and unlinks the name, so nothing is left behind in /dev/shm.
+// Between GPU communicators whose GPUs can write each other's memory (as P2P decides,
+// buffersOnReceiverGpu) only the control block is in /dev/shm: the buffers are the
+// receiver's GPU memory, which the sender maps through CUDA IPC (shm_gpu_buffers.h).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -11,9 +14,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/debug.h"
 #include "core/process_liveness.h"
+#include "transport/shm_gpu_buffers.h"
 #include "transport/transport.h"
 
 namespace chorus {
@@ -24,21 +29,37 @@ namespace {
 // waits watch.
 class ShmMapping : public ConnectionResource {
  public:
-  ShmMapping(void* base, size_t bytes, std::string name, const FifoLayout& layout, int peerAlive)
-      : base_(base), bytes_(bytes), name_(std::move(name)), layout_(layout), peerAlive_(peerAlive) {}
+  ShmMapping(void* base, size_t bytes, std::string name, const FifoLayout& layout, int peerAlive,
+             uint64_t peerProcessId, GpuBuffers gpu)
+      : base_(base),
+        bytes_(bytes),
+        name_(std::move(name)),
+        layout_(layout),
+        peerAlive_(peerAlive),
+        peerProcessId_(peerProcessId),
+        gpu_(gpu) {}
   ~ShmMapping() override {
-    if (base_) munmap(base_, bytes_);
     if (!name_.empty()) shm_unlink(name_.c_str());  // ENOENT once the sender unlinked it: fine
-    closePeerLiveness(peerAlive_);
+    if (base_) {
+      letGoOfSegment(base_, bytes_, gpu_, peerAlive_, peerProcessId_);
+    } else {
+      closePeerLiveness(peerAlive_);
+    }
   }
   void* base() const { return base_; }
 
   // The receiver releases the Simple buffer (the only one whose idleness shows) and its
-  // backing store in /dev/shm, for both processes.
+  // backing store in /dev/shm, for both processes. GPU memory is not given back (a GPU
+  // communicator's suspend is refused before this).
   size_t releaseIdleSlots() override {
-    if (name_.empty() || !simpleSlotsIdle(static_cast<StepFifoControl*>(base_))) return 0;
+    if (name_.empty() || gpu_.memory != nullptr || !simpleSlotsIdle(static_cast<StepFifoControl*>(base_))) return 0;
     return releaseFifoPages(base_, layout_.bufferOffset(static_cast<int>(Protocol::Simple)), layout_.totalBytes(),
                             true);
+  }
+
+  size_t gpuBytes() const override { return gpu_.memory && !gpu_.imported ? layout_.buffersBytes() : 0; }
+  std::string describe() const override {
+    return gpu_.memory ? "GPU memory of the receiver's GPU through CUDA IPC" : "";
   }
 
  private:
@@ -47,6 +68,8 @@ class ShmMapping : public ConnectionResource {
   std::string name_;
   FifoLayout layout_;
   int peerAlive_;
+  uint64_t peerProcessId_;
+  GpuBuffers gpu_;
 };
 
 class FileDescriptor {
@@ -64,9 +87,15 @@ class FileDescriptor {
 // Points `end` at the FIFO and at the peer's process: its pid for messages and its
 // liveness handle (-1 when it has none: it then only fails by timeout), opened here and
 // owned by the connection's ShmMapping.
-int fillEnd(void* base, const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer, FifoEnd* end) {
+int fillEnd(void* base, void* gpuBuffers, const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer,
+            FifoEnd* end) {
   *end = FifoEnd{};
-  end->attach(base, layout);
+  if (gpuBuffers != nullptr) {
+    end->attachApart(static_cast<StepFifoControl*>(base), gpuBuffers, layout);
+    end->gpuBuffers = true;
+  } else {
+    end->attach(base, layout);
+  }
   end->peer = peer.rank;
   if (peer.processId == self.processId) return -1;
   end->peerPid = peer.pid;
@@ -88,9 +117,10 @@ class ShmTransport : public Transport {
   }
 
   ncclResult_t createReceiver(const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer,
-                              ConnectHandle* handle, FifoEnd* end,
+                              const LinkContext& link, ConnectHandle* handle, FifoEnd* end,
                               std::unique_ptr<ConnectionResource>* resource) const override {
-    const size_t bytes = layout.totalBytes();
+    const bool onGpu = buffersOnReceiverGpu(self, peer, link);
+    const size_t bytes = onGpu ? gpuFifoSegmentBytes() : layout.totalBytes();
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) nonce = reinterpret_cast<uintptr_t>(&nonce);
     char name[64];
@@ -122,9 +152,16 @@ class ShmTransport : public Transport {
       WARN("SHM: mmap of %zu bytes of /dev/shm%s failed: %s", bytes, name, strerror(errno));
       return ncclSystemError;
     }
-    const int peerAlive = fillEnd(base, layout, self, peer, end);
-    auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout, peerAlive);
-    memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
+    ConnectHandle shared{};
+    GpuBuffers gpu;
+    if (onGpu && shareReceiverBuffers(layout, self, peer, link, &shared, &gpu) != ncclSuccess) {
+      munmap(base, bytes);
+      shm_unlink(name);
+      return ncclUnhandledCudaError;
+    }
+    const int peerAlive = fillEnd(base, gpu.address, layout, self, peer, end);
+    auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout, peerAlive, peer.processId, gpu);
+    *handle = shared;  // zeroed, padding too (the handle crosses the network), but for the GPU fields
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
     handle->layout = layout;
@@ -134,8 +171,15 @@ class ShmTransport : public Transport {
     return ncclSuccess;
   }
 
-  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer, FifoEnd* end,
+  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer,
+                            const LinkContext& link, FifoEnd* end,
                             std::unique_ptr<ConnectionResource>* resource) const override {
+    const size_t needed = handle.gpuBuffers != kBuffersInFifo ? gpuFifoSegmentBytes() : handle.layout.totalBytes();
+    if (handle.bytes < needed) {
+      WARN("SHM: rank %d announced a %llu-byte FIFO for a layout of %zu bytes", peer.rank,
+           static_cast<unsigned long long>(handle.bytes), needed);
+      return ncclInternalError;
+    }
     char name[sizeof(handle.shmName) + 1];
     snprintf(name, sizeof(name), "%.*s", static_cast<int>(sizeof(handle.shmName)), handle.shmName);
     FileDescriptor fd(shm_open(name, O_RDWR, 0600));
@@ -156,8 +200,17 @@ class ShmTransport : public Transport {
       return ncclSystemError;
     }
     shm_unlink(name);  // both sides have it mapped now
-    const int peerAlive = fillEnd(base, handle.layout, self, peer, end);
-    *resource = std::make_unique<ShmMapping>(base, handle.bytes, std::string(), handle.layout, peerAlive);
+    GpuBuffers gpu;
+    if (handle.gpuBuffers != kBuffersInFifo) {
+      const ncclResult_t mapped = mapSenderBuffers(handle, base, self, peer, link, &gpu);
+      if (mapped != ncclSuccess) {
+        munmap(base, handle.bytes);
+        return mapped;
+      }
+    }
+    const int peerAlive = fillEnd(base, gpu.address, handle.layout, self, peer, end);
+    *resource =
+        std::make_unique<ShmMapping>(base, handle.bytes, std::string(), handle.layout, peerAlive, peer.processId, gpu);
     return ncclSuccess;
   }
 };

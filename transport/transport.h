@@ -8,9 +8,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "core/fd_handout.h"
 #include "device/common/step_fifo.h"
 #include "nccl.h"
+#include "transport/gpu_fifo_memory.h"
 
 namespace chorus {
 
@@ -31,6 +34,8 @@ struct PeerInfo {
   int ringPosition;    // a GPU communicator's: its GPU's place in its host's ring (topo::GpuRoute), or -1
   float ringHopGBs;    // ... that ring's narrowest hop (0: unknown)
   int ringOverNvlink;  // ... 1: every hop of that ring is NVLink
+  int topoGpu;         // ... its GPU's index among its host topology's GPUs, or -1
+  uint64_t gpuReach;   // ... bit i: its GPU can write the memory of that topology's GPU i
   char hostname[64];
 };
 
@@ -60,19 +65,48 @@ inline bool simpleSlotsIdle(const StepFifoControl* ctrl) {
   return static_cast<int64_t>(tail - head) <= 0;
 }
 
+// What the host runtime knows of a pair beyond their PeerInfo: how their GPUs are linked
+// and where GPU memory for a FIFO comes from. Both are set only when both ranks are GPU
+// communicators of one host; the P2P transport then puts the FIFO's buffers in the
+// receiver's GPU memory when the path is within NCCL_P2P_LEVEL.
+struct LinkContext {
+  int gpuPath = -1;                          // a PathType (core/path_type.h) between their GPUs, -1: unknown
+  bool peerWritesMine = false;               // the peer's GPU can write this rank's GPU memory
+  const GpuFifoMemory* gpuMemory = nullptr;  // null: the FIFO stays in host memory
+};
+
+// Whether the receiver of `link` keeps the FIFO's buffers in its GPU memory: both are GPU
+// communicators, NCCL_P2P_DISABLE is not set, their GPUs are within NCCL_P2P_LEVEL, and the
+// sender's GPU can write the receiver's. The P2P and SHM transports decide alike; an INFO
+// line names why not.
+bool buffersOnReceiverGpu(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link);
+
 enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };
+
+// ConnectHandle::gpuBuffers.
+enum GpuBuffersShared : uint32_t {
+  kBuffersInFifo = 0,
+  kGpuBuffersInProcess = 1,
+  kGpuBuffersByFd = 2,
+  kGpuBuffersByHandle = 3
+};
 
 // Sent from the receiver to the sender over the bootstrap.
 struct ConnectHandle {
   TransportId transport;
-  uint32_t pad;
-  uint64_t bytes;  // size of the mapped FIFO
+  uint32_t gpuBuffers;  // GpuBuffersShared: how the buffers, GPU memory apart from the control block, are shared
+  uint64_t bytes;       // size of the mapped FIFO
   FifoLayout layout;
   int32_t ownerPid;
   int32_t pad2;
   uint64_t address;     // P2P: the FIFO's address in the shared process
   char shmName[64];     // SHM: the POSIX shared memory object
   char netHandle[128];  // NET: the receiver's listen handle (NCCL_NET_HANDLE_MAXSIZE)
+  // SHM with GPU buffers: the ticket for their descriptor and the allocation's bytes (by
+  // file descriptor), or their legacy CUDA IPC handle.
+  FdTicket gpuTicket;
+  uint64_t gpuBytes;
+  char gpuHandle[GpuFifoMemory::kIpcHandleBytes];
 };
 
 struct ProxyOpTrace;  // net/proxy_op_trace.h
@@ -102,6 +136,10 @@ class ConnectionResource {
   virtual bool traceProxyOp(const ProxyOpTrace& /*op*/) { return false; }
   // Stops every event it still holds; before the plugin's finalize.
   virtual void stopTracing() {}
+  // The GPU memory this side allocated for the FIFO (the receiver's buffers on its GPU).
+  virtual size_t gpuBytes() const { return 0; }
+  // Where the FIFO lives, for the connection's INFO line ("" when the transport's name says it).
+  virtual std::string describe() const { return ""; }
 };
 
 class Transport {
@@ -112,11 +150,12 @@ class Transport {
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Receiver: lays out the FIFO, fills its own end and the handle for the sender.
   virtual ncclResult_t createReceiver(const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer,
-                                      ConnectHandle* handle, FifoEnd* end,
+                                      const LinkContext& link, ConnectHandle* handle, FifoEnd* end,
                                       std::unique_ptr<ConnectionResource>* resource) const = 0;
   // Sender: attaches to the receiver's FIFO.
   virtual ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer,
-                                    FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const = 0;
+                                    const LinkContext& link, FifoEnd* end,
+                                    std::unique_ptr<ConnectionResource>* resource) const = 0;
 };
 
 const Transport& p2pTransport();

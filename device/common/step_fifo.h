@@ -104,6 +104,8 @@ struct FifoLayout {
     return offset;
   }
   size_t totalBytes() const { return bufferOffset(kNumProtocols); }
+  // The buffers alone, where they live apart from the control block (GPU memory).
+  size_t buffersBytes() const { return totalBytes() - sizeof(StepFifoControl); }
 };
 
 // One side of a connection: where the control block and buffers are, plus this
@@ -115,7 +117,10 @@ struct FifoEnd {
   size_t slotStride[kNumProtocols] = {0, 0, 0};  // slotBytes, or the shared stride of a proxied FIFO
   int nSlots = kNcclSteps;
   bool proxied = false;  // see the header comment
-  uint64_t step = 0;     // next step this side will produce (sender) or consume (receiver)
+  // The buffers are GPU memory apart from the control block (P2P between GPUs): the CUDA
+  // executor uses their addresses as they are and maps only the control block.
+  bool gpuBuffers = false;
+  uint64_t step = 0;  // next step this side will produce (sender) or consume (receiver)
   // Sender side: the receiver's head as last read (a lower bound, since head only grows).
   // It outlives calls so that a sender re-reads head (a cache miss: the receiver has just
   // written it) only when the slots it already knows free run out.
@@ -145,9 +150,13 @@ struct FifoEnd {
   }
   // Points this end at a connection's memory laid out as `layout`.
   void attach(void* base, const FifoLayout& layout) {
-    ctrl = static_cast<StepFifoControl*>(base);
+    attachApart(static_cast<StepFifoControl*>(base), static_cast<char*>(base) + sizeof(StepFifoControl), layout);
+  }
+  // The same with the buffers (layout.buffersBytes()) at `buffers`, apart from the control block.
+  void attachApart(StepFifoControl* control, void* buffers, const FifoLayout& layout) {
+    ctrl = control;
     for (int p = 0; p < kNumProtocols; ++p) {
-      buffs[p] = static_cast<char*>(base) + layout.bufferOffset(p);
+      buffs[p] = static_cast<char*>(buffers) + (layout.bufferOffset(p) - sizeof(StepFifoControl));
       slotBytes[p] = layout.slotBytes[p];
       slotStride[p] = layout.slotBytes[p];
     }

@@ -108,6 +108,12 @@ struct CommProperties {
 };
 constexpr size_t kPropertiesHeader = offsetof(CommProperties, rank);
 
+// The GPU memory a communicator holds: its executor's and its FIFOs' buffers.
+uint64_t gpuMemoryOf(ncclComm_t comm) {
+  const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
+  return (executor ? executor->gpuMemoryBytes() : 0) + comm->gpuFifoBytes();
+}
+
 }  // namespace
 
 extern "C" {
@@ -313,8 +319,7 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
          comm->rank);
     return ncclInvalidUsage;
   }
-  const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
-  const uint64_t gpuBytes = executor ? executor->gpuMemoryBytes() : 0;
+  const uint64_t gpuBytes = gpuMemoryOf(comm);
   if (gpuBytes != 0) {
     WARN("%s: communicator %p (rank %d) holds %llu bytes of GPU memory, which the CUDA executor cannot release yet",
          func, static_cast<void*>(comm), comm->rank, static_cast<unsigned long long>(gpuBytes));
@@ -346,9 +351,9 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
   const CommCall held(comm);
   CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkNotNull(value, "value", func));
-  const Executor* executor = comm->chosenExecutor.load(std::memory_order_acquire);
-  // All of it is the CUDA executor's image of the connections, which stays while suspended.
-  const uint64_t gpuBytes = executor ? executor->gpuMemoryBytes() : 0;
+  // The CUDA executor's image of the connections and the FIFOs' GPU buffers: all of it
+  // stays while suspended.
+  const uint64_t gpuBytes = gpuMemoryOf(comm);
   switch (stat) {
     case ncclStatGpuMemSuspend:
       *value = 0;

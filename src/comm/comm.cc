@@ -40,6 +40,14 @@ void ncclComm::haltWork(std::atomic<uint32_t>& flag) {
   while (activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+uint64_t ncclComm::gpuFifoBytes() {
+  uint64_t bytes = 0;
+  forEachConnection([&bytes](chorus::Connection& c) {
+    if (c.connected() && c.resource != nullptr) bytes += c.resource->gpuBytes();
+  });
+  return bytes;
+}
+
 size_t ncclComm::releaseIdleBuffers() {
   size_t released = 0;
   auto release = [&released](chorus::Connection& c) {

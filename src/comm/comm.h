@@ -102,7 +102,12 @@ struct ncclComm {
   int rank = 0;
   int nranks = 0;
   int cudaDev = 0;
-  int localRanks = 1;       // ranks of this communicator on this host
+  int localRanks = 1;  // ranks of this communicator on this host
+  // A GPU communicator's: what its connections' transports are told of each peer's GPU
+  // (transport.h's LinkContext: where GPU memory for FIFOs comes from, the path between the
+  // GPUs, whether the peer's can write this rank's). Empty for a CPU communicator; a
+  // default LinkContext for ranks of other hosts and CPU communicator ranks.
+  std::vector<chorus::LinkContext> gpuLinks;
   double timeoutSec = 600;  // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
   chorus::CommConfig config;
   // Call numbers (device/common/call_stamp.h), counted as calls are planned: collectives
@@ -219,6 +224,8 @@ struct ncclComm {
   // one-sided connections keep theirs (puts may arrive at any time), as does a connection
   // holding data not yet received. Returns the bytes released.
   size_t releaseIdleBuffers();
+  // The GPU memory this rank's FIFOs hold (receive buffers on its GPU: P2P, CUDA IPC).
+  uint64_t gpuFifoBytes();
   // Tells every peer this rank gave up on the communicator (its work failed, or it was
   // aborted): their waits on these connections then fail at once instead of timing out.
   void breakConnections();

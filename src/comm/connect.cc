@@ -6,14 +6,24 @@
 
 namespace chorus {
 
+namespace {
+
+// What the transports are told of the pair beyond the peers' information: a GPU
+// communicator's GPU memory and the path between the two GPUs.
+LinkContext linkTo(const ncclComm* comm, int peer) {
+  return comm->gpuLinks.empty() ? LinkContext{} : comm->gpuLinks[peer];
+}
+
+}  // namespace
+
 ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn) {
   const PeerInfo& self = comm->peers[comm->rank];
   const Transport* t = selectTransport(self, comm->peers[peer]);
   ConnectHandle handle;
   memset(static_cast<void*>(&handle), 0, sizeof(handle));  // padding too: the handle crosses the network
-  const ncclResult_t made =
-      t == nullptr ? ncclSystemError
-                   : t->createReceiver(layout, self, comm->peers[peer], &handle, &conn->end, &conn->resource);
+  const ncclResult_t made = t == nullptr ? ncclSystemError
+                                         : t->createReceiver(layout, self, comm->peers[peer], linkTo(comm, peer),
+                                                             &handle, &conn->end, &conn->resource);
   if (made != ncclSuccess) {
     // The peer waits for this handle: a failed one (no transport) tells it at once, instead
     // of leaving it to the bootstrap's timeout.
@@ -39,7 +49,8 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn)
          static_cast<unsigned>(handle.transport));
     return ncclInternalError;
   }
-  CHORUS_CHECK(t->attachSender(handle, comm->peers[comm->rank], comm->peers[peer], &conn->end, &conn->resource));
+  CHORUS_CHECK(t->attachSender(handle, comm->peers[comm->rank], comm->peers[peer], linkTo(comm, peer), &conn->end,
+                               &conn->resource));
   conn->transport = t;
   return ncclSuccess;
 }

@@ -52,6 +52,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.deterministic = comm->deterministic ? 1 : 0;
   info.gpuComm = comm->executorChoice.load() == ExecutorChoice::Cuda ? 1 : 0;
   info.ringPosition = -1;  // set from the topology once the host's ranks are known
+  info.topoGpu = -1;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
   info.hostHash = localHostHash();
   struct stat st;
@@ -147,6 +148,12 @@ std::vector<int> ringOrder(const std::vector<PeerInfo>& peers, bool byRank) {
   return order;
 }
 
+// " (NVL)": the GPUs' path, for a connection's INFO line; "" where unknown.
+std::string pathNote(const ncclComm* comm, int peer) {
+  if (comm->gpuLinks.empty() || comm->gpuLinks[peer].gpuPath < 0) return "";
+  return std::string(" (") + pathTypeName(static_cast<PathType>(comm->gpuLinks[peer].gpuPath)) + ")";
+}
+
 // Connects one channel to its ring and tree neighbours. Receivers are created and
 // their handles sent upstream first; then each sender attaches to its peer's receiver.
 ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
@@ -161,10 +168,48 @@ ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
   for (int peer : recvFrom) CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer]));
   for (int peer : sendTo) {
     CHORUS_CHECK(attachSenderTo(comm, peer, tag, &ch.send[peer]));
-    INFO(kSubsysInit | kSubsysP2p | kSubsysShm, "Channel %02d : %d[%d] -> %d[%d] via %s", ch.id, comm->rank,
-         comm->cudaDev, peer, comm->peers[peer].cudaDev, ch.send[peer].transport->name());
+    const std::string where = ch.send[peer].resource ? ch.send[peer].resource->describe() : "";
+    INFO(kSubsysInit | kSubsysP2p | kSubsysShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s%s%s", ch.id, comm->rank,
+         comm->cudaDev, peer, comm->peers[peer].cudaDev, ch.send[peer].transport->name(), where.empty() ? "" : "/",
+         where.c_str(), pathNote(comm, peer).c_str());
   }
   return ncclSuccess;
+}
+
+// Which of its host topology's GPUs this rank's GPU can write (PeerInfo::gpuReach): each
+// found in this process by its PCI location (where this process knows none, by the
+// topology's device number) and asked of the CUDA backend.
+uint64_t gpuReachOf(const ncclComm* comm, const topo::GpuRoute& route) {
+  const GpuFifoMemory* memory = gpuFifoMemory();
+  if (memory == nullptr) return 0;
+  const bool byLocation = comm->peers[comm->rank].gpuBusId != 0;
+  uint64_t reach = 0;
+  for (size_t i = 0; i < route.gpuDevs.size() && i < 64; ++i) {
+    const int device = byLocation ? gpuOrdinalOf(route.gpuBusIds[i]) : route.gpuDevs[i];
+    if (device >= 0 && memory->canAccessPeer(comm->cudaDev, device)) reach |= uint64_t{1} << i;
+  }
+  return reach;
+}
+
+// What the transports are told of each GPU communicator rank of this host: the CUDA
+// backend's memory, the path between the GPUs (by their places in the topology, else the
+// same device), and whether that rank's GPU can write this one's.
+void linkGpuPeers(ncclComm* comm, const topo::GpuRoute& route) {
+  const PeerInfo& self = comm->peers[comm->rank];
+  comm->gpuLinks.assign(comm->nranks, LinkContext{});
+  for (const PeerInfo& p : comm->peers) {
+    if (!p.gpuComm || p.hostHash != self.hostHash) continue;
+    LinkContext& link = comm->gpuLinks[p.rank];
+    link.gpuMemory = gpuFifoMemory();
+    const bool placed = p.topoGpu >= 0 && self.topoGpu >= 0 && p.topoGpu < static_cast<int>(route.pathToGpu.size());
+    if (placed) {
+      link.gpuPath = static_cast<int>(route.pathToGpu[p.topoGpu]);
+    } else if (p.gpuBusId == self.gpuBusId && (p.gpuBusId != 0 || p.cudaDev == self.cudaDev)) {
+      link.gpuPath = static_cast<int>(PathType::LOC);
+    }
+    link.peerWritesMine = link.gpuPath == static_cast<int>(PathType::LOC) ||
+                          (placed && self.topoGpu < 64 && ((p.gpuReach >> self.topoGpu) & 1) != 0);
+  }
 }
 
 // How many hosts the communicator spans: the distinct host identities of its ranks.
@@ -290,11 +335,14 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
     self.ringPosition = route.position;
     self.ringHopGBs = route.intraBw;
     self.ringOverNvlink = route.nvlink ? 1 : 0;
+    self.topoGpu = route.topoGpu;
+    self.gpuReach = gpuReachOf(comm, route);
     self.channelsWanted = boundChannels(route.channels, comm->config);
   } else {
     self.channelsWanted = cpuChannelsWanted(localRanks, comm->config);
   }
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  if (gpu) linkGpuPeers(comm, route);
 
   // Buffer sizes as NCCL's defaults: Simple 4 MiB, LL 512 KiB, LL128 about 4.7 MiB.
   const int nSlots = slotCountFromEnv();

@@ -54,15 +54,18 @@ ncclResult_t buildSystem(const XmlNode& xml, TopoSystem* system) {
 
 // The topology's node of the GPU with PCI location `busId` (gpuBusIdOf's number), else
 // with `dev` number `cudaDev`; -1 if none.
+// gpuBusIdOf's number for a topology id (0000:1b:00.0): (domain << 16 | bus << 8 | device) + 1;
+// 0 when the id is not a PCI location.
+uint64_t busIdOf(const std::string& id) {
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  if (sscanf(id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4) return 0;
+  return (static_cast<uint64_t>(domain) << 16 | static_cast<uint64_t>(bus) << 8 | device) + 1;
+}
+
 int gpuNodeOf(const TopoSystem& system, int cudaDev, uint64_t busId) {
   if (busId != 0) {
-    // gpuBusIdOf: (domain << 16 | bus << 8 | device) + 1; the XML's ids read 0000:1b:00.0.
-    const uint64_t location = busId - 1;
-    char id[32];
-    snprintf(id, sizeof(id), "%04x:%02x:%02x.0", static_cast<unsigned>(location >> 16),
-             static_cast<unsigned>((location >> 8) & 0xff), static_cast<unsigned>(location & 0xff));
     for (int gpu : system.gpus())
-      if (strcasecmp(system.node(gpu).id.c_str(), id) == 0) return gpu;
+      if (busIdOf(system.node(gpu).id) == busId) return gpu;
   }
   for (int gpu : system.gpus())
     if (system.node(gpu).gpuDev == cudaDev) return gpu;
@@ -97,6 +100,13 @@ ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route) {
   for (size_t i = 0; i < ring.order.size(); ++i)
     if (ring.order[i] == gpu) route->position = static_cast<int>(i);
   route->gpuName = system.node(gpu).id;
+  for (size_t i = 0; i < system.gpus().size(); ++i) {
+    const int other = system.gpus()[i];
+    if (other == gpu) route->topoGpu = static_cast<int>(i);
+    route->pathToGpu.push_back(other == gpu ? PathType::LOC : system.path(gpu, other).type);
+    route->gpuBusIds.push_back(busIdOf(system.node(other).id));
+    route->gpuDevs.push_back(system.node(other).gpuDev);
+  }
   if (ring.order.size() > 1) {
     route->intraBw = ring.intraBw;
     route->nvlink = ring.worstHop == PathType::NVL;

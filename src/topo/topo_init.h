@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "core/path_type.h"
 #include "nccl.h"
 
 namespace chorus::topo {
@@ -24,6 +26,14 @@ struct GpuRoute {
   int channels = 1;     // how many channels that hop feeds (kGpuChannelGBs each)
   bool nvlink = false;  // every hop of the host's ring is NVLink
   std::string gpuName;  // the GPU's PCI bus id in the topology, for the log
+  int topoGpu = -1;     // the GPU's index among the topology's GPUs (document order); -1: not in it
+  // The path from this GPU to each of the topology's GPUs, by that index (LOC to itself):
+  // what the transports compare with NCCL_P2P_LEVEL.
+  std::vector<PathType> pathToGpu;
+  // Each of the topology's GPUs by that index: its PCI location as gpuBusIdOf numbers it,
+  // and its `dev` in the topology.
+  std::vector<uint64_t> gpuBusIds;
+  std::vector<int> gpuDevs;
 };
 // What one channel (one thread block) of NCCL's moves over NVLink on Hopper: NCCL runs 16
 // channels over a DGX H100's 18 NVLinks (371 GB/s), about 23 GB/s each.

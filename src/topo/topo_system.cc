@@ -191,22 +191,6 @@ class Builder {
 
 }  // namespace
 
-const char* pathTypeName(PathType type) {
-  switch (type) {
-    case PathType::NVL:
-      return "NVL";
-    case PathType::PIX:
-      return "PIX";
-    case PathType::PXB:
-      return "PXB";
-    case PathType::PHB:
-      return "PHB";
-    case PathType::SYS:
-      return "SYS";
-  }
-  return "?";
-}
-
 float pciBandwidth(const std::string& linkSpeed, int linkWidth) {
   // NCCL's table: the lane rate in units of 100 Mb/s of payload, by transfer rate.
   const float gts = std::strtof(linkSpeed.c_str(), nullptr);

@@ -7,17 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "core/path_type.h"
 #include "nccl.h"
 #include "src/topo/topo_xml.h"
 
 namespace chorus::topo {
 
 enum class NodeKind { Cpu, PciSwitch, Gpu, Nic, NvSwitch };
-
-// How far apart two devices are, best first, as NCCL names it: NVLink, one PCI switch,
-// several PCI switches, through a CPU, across the CPU sockets' link.
-enum class PathType { NVL = 0, PIX = 1, PXB = 2, PHB = 3, SYS = 4 };
-const char* pathTypeName(PathType type);
 
 struct TopoNode {
   NodeKind kind = NodeKind::Cpu;

@@ -47,6 +47,7 @@ const GpuLaunchHooks kStandIn = {
       gLaunches.push_back(launch);
       return ncclSuccess;
     },
+    nullptr,  // P2P FIFOs stay in host memory (gpu_p2p_transport_test.cc puts them on GPUs)
 };
 
 cudaStream_t streamNamed(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }

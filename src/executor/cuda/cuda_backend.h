@@ -32,6 +32,8 @@ class GpuComm {
 };
 
 bool backendAvailable(std::string* why);
+// The GPU memory of P2P FIFOs (cudaMalloc, peer access); null without the CUDA executor.
+const GpuFifoMemory* backendFifoMemory();
 // `comm`'s resources on its device; `sharedGpu`: another rank of the host uses it too.
 // Errors come with a WARN.
 ncclResult_t createGpuComm(const ncclComm& comm, bool sharedGpu, std::unique_ptr<GpuComm>* out);

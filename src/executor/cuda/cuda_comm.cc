@@ -7,38 +7,12 @@
 
 #include "core/debug.h"
 #include "device/cuda/cuda_launch.h"
+#include "src/executor/cuda/cuda_scopes.h"
 #include "src/executor/cuda/device_image.h"
 #include "src/executor/cuda/host_registry.h"
 
 namespace chorus {
 namespace {
-
-// Runs on `device` until the scope ends, then restores the caller's device.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) changed_ = cudaSetDevice(device) == cudaSuccess;
-  }
-  ~DeviceScope() {
-    if (changed_) cudaSetDevice(previous_);  // the caller's context stays untouched otherwise
-  }
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
-
-// Allocations and copies made while the user's stream is being captured must not join
-// the graph nor be refused by the capture: relaxed mode for this thread, as NCCL does.
-class RelaxedCapture {
- public:
-  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
 
 #define CHORUS_CUDA(call, rank)                                           \
   do {                                                                    \

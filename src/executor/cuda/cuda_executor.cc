@@ -86,6 +86,11 @@ class CudaExecutor final : public Executor {
 
 void setGpuLaunchHooksForTesting(const GpuLaunchHooks* hooks) { gHooks.store(hooks); }
 
+const GpuFifoMemory* gpuFifoMemory() {
+  const GpuLaunchHooks* hooks = gHooks.load();
+  return hooks ? hooks->fifoMemory : backendFifoMemory();
+}
+
 bool gpuExecutorAvailable(std::string* why) {
   const GpuLaunchHooks* hooks = gHooks.load();
   return hooks ? hooks->available(why) : backendAvailable(why);

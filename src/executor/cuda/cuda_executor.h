@@ -14,6 +14,7 @@
 #include "device/common/work.h"
 #include "nccl.h"
 #include "src/executor/executor.h"
+#include "transport/gpu_fifo_memory.h"
 
 namespace chorus {
 
@@ -42,13 +43,21 @@ int currentCudaDevice();
 // CUDA_VISIBLE_DEVICES.
 uint64_t gpuBusIdOf(int device);
 
+// The CUDA device of this process at PCI location `busId` (gpuBusIdOf's numbering), or -1
+// when it is not visible here (or the CUDA executor is absent).
+int gpuOrdinalOf(uint64_t busId);
+
 // ncclMemAlloc/ncclMemFree's device memory; false when the CUDA executor is absent
 // (the caller then uses host memory).
 bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result);
 bool gpuMemFree(void* ptr, ncclResult_t* result);
 
-// The two entry points the executor uses, replaceable by tests: a stand-in lets the whole
-// host path (executor choice, kernel runs, launches) run on a machine without a GPU.
+// Where GPU communicators' P2P FIFOs get GPU memory (transport/gpu_fifo_memory.h); null
+// where the CUDA executor is absent.
+const GpuFifoMemory* gpuFifoMemory();
+
+// The entry points the executor uses, replaceable by tests: a stand-in lets the whole host
+// path (executor choice, connections, kernel runs, launches) run on a machine without a GPU.
 // `enqueue` stages `lanes` (the plan of one or more of `comm`'s calls, every item of one
 // data type; `kind` Sum, or any other op for the run-time-op kernel) as one kernel for
 // `streams[0]`, ordered after and before the work on the other streams.
@@ -56,6 +65,7 @@ struct GpuLaunchHooks {
   bool (*available)(std::string* why);
   ncclResult_t (*enqueue)(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
                           const std::vector<cudaStream_t>& streams);
+  const GpuFifoMemory* fifoMemory;  // gpuFifoMemory()'s answer
 };
 // Replaces gpuExecutorAvailable and the staging of kernels for the process (nothing is
 // then launched); nullptr restores them.

@@ -59,6 +59,14 @@ uint64_t gpuBusIdOf(int device) {
   return ((static_cast<uint64_t>(domain) << 16 | static_cast<uint64_t>(bus) << 8 | static_cast<uint64_t>(slot)) + 1);
 }
 
+int gpuOrdinalOf(uint64_t busId) {
+  int count = 0;
+  if (busId == 0 || !backendAvailable(nullptr) || cudaGetDeviceCount(&count) != cudaSuccess) return -1;
+  for (int device = 0; device < count; ++device)
+    if (gpuBusIdOf(device) == busId) return device;
+  return -1;
+}
+
 bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result) {
   if (!backendAvailable(nullptr)) return false;
   const cudaError_t err = cudaMalloc(ptr, bytes);

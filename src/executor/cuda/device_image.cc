@@ -44,6 +44,7 @@ bool relocateEnd(const FifoEnd& end, const FifoAddressMap& map, FifoEnd* out) {
   char* gpu = static_cast<char*>(map(host));
   if (gpu == nullptr) return false;
   out->ctrl = reinterpret_cast<StepFifoControl*>(gpu);
+  if (end.gpuBuffers) return true;  // GPU memory already: the addresses stay
   for (int p = 0; p < kNumProtocols; ++p) out->buffs[p] = end.buffs[p] ? gpu + (end.buffs[p] - host) : nullptr;
   return true;
 }
@@ -53,6 +54,7 @@ bool relocateEnd(const FifoEnd& end, const FifoAddressMap& map, FifoEnd* out) {
 size_t fifoMemoryBytes(const FifoEnd& end) {
   const char* base = reinterpret_cast<const char*>(end.ctrl);
   size_t bytes = sizeof(StepFifoControl);
+  if (end.gpuBuffers) return bytes;  // the buffers are GPU memory of their own
   for (int p = 0; p < kNumProtocols; ++p) {
     if (end.buffs[p] == nullptr) continue;
     const size_t top = static_cast<size_t>(end.buffs[p] - base) + end.slotStride[p] * static_cast<size_t>(end.nSlots);

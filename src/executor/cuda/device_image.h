@@ -53,7 +53,8 @@ std::vector<std::pair<size_t, size_t>> changedRanges(const std::vector<std::byte
                                                      const std::vector<std::byte>& after, size_t gap = 1);
 
 // The bytes a FifoEnd's connection memory spans from its control block (what a GPU
-// communicator registers with the GPU).
+// communicator registers with the GPU): the control block alone where the buffers are GPU
+// memory (FifoEnd::gpuBuffers).
 size_t fifoMemoryBytes(const FifoEnd& end);
 
 }  // namespace chorus

@@ -10,6 +10,8 @@ bool backendAvailable(std::string* why) {
   return false;
 }
 
+const GpuFifoMemory* backendFifoMemory() { return nullptr; }
+
 int currentCudaDevice() { return 0; }
 
 ncclResult_t createGpuComm(const ncclComm&, bool, std::unique_ptr<GpuComm>*) {
@@ -18,6 +20,7 @@ ncclResult_t createGpuComm(const ncclComm&, bool, std::unique_ptr<GpuComm>*) {
 }
 
 uint64_t gpuBusIdOf(int) { return 0; }
+int gpuOrdinalOf(uint64_t) { return -1; }
 
 bool gpuMemAlloc(void**, size_t, ncclResult_t*) { return false; }
 bool gpuMemFree(void*, ncclResult_t*) { return false; }

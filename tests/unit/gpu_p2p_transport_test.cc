@@ -1,0 +1,515 @@
+// The P2P transport between GPU communicators of one process, without a GPU: a stand-in
+// for the CUDA backend's GPU memory (GpuFifoMemory) hands out host memory and remembers
+// which "GPU" holds each block, and the launches are recorded instead of run. Checks where
+// each connection's buffers live (the receiver's GPU when the GPUs are within
+// NCCL_P2P_LEVEL and can reach each other, else host memory), that the sender's GPU was
+// given access to them (in one process) or mapped them (CUDA IPC, across processes), and
+// that nothing is left allocated or mapped after destroy or a failed init.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/cuda_driver_api.h"
+#include "core/path_type.h"
+#include "fake_cuda_driver.h"
+#include "nccl.h"
+#include "src/comm/comm.h"
+#include "src/executor/cuda/cuda_executor.h"
+#include "transport/shm_gpu_buffers.h"
+
+namespace chorus {
+namespace {
+
+// Host memory standing in for GPU memory. Shareable memory goes by file descriptor (a
+// memfd holding the address, carried by the real fd handout) when `byFd`, else by a legacy
+// handle (the address itself). As the driver's: memory shared by descriptor lives until
+// its last mapping ends; legacy memory must not be released while mapped elsewhere.
+class StandInGpuMemory : public GpuFifoMemory {
+ public:
+  void* allocate(int device, size_t bytes, bool shareable, std::string* why) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failAllocations) {
+      *why = "stand-in: out of memory";
+      return nullptr;
+    }
+    char* memory = static_cast<char*>(std::calloc(1, bytes));
+    blocks_[memory] = Block{device, bytes, shareable && byFd, false};
+    ++allocations_;
+    return memory;
+  }
+  void release(int device, void* memory) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(static_cast<char*>(memory));
+    if (it == blocks_.end() || it->second.device != device || it->second.released) {
+      ++badReleases_;
+      return;
+    }
+    if (imports_.count(memory) != 0) {
+      if (!it->second.byFd) ++badReleases_;  // legacy memory freed under a mapping
+      it->second.released = true;            // goes with its last mapping
+      return;
+    }
+    blocks_.erase(it);
+    std::free(memory);
+  }
+  bool canAccessPeer(int from, int to) const override { return from == to || peerAccess; }
+  bool enablePeerAccess(int from, int to, std::string* why) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failPeerAccess) {
+      *why = "stand-in: peer access refused";
+      return false;
+    }
+    enabled_.insert({from, to});
+    return true;
+  }
+  bool sharedByFd(int) const override { return byFd; }
+  int exportFd(void* memory, size_t* bytes, std::string* why) const override {
+    const int fd = memfd_create("stand-in-gpu-memory", MFD_CLOEXEC);
+    if (fd < 0 || pwrite(fd, &memory, sizeof(memory), 0) != sizeof(memory)) {
+      *why = "stand-in: memfd";
+      return -1;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    *bytes = blocks_.at(static_cast<char*>(memory)).bytes;
+    return fd;
+  }
+  void* importFd(int device, int fd, size_t bytes, std::string* why) const override {
+    void* memory = nullptr;
+    if (pread(fd, &memory, sizeof(memory), 0) != sizeof(memory)) {
+      *why = "stand-in: not one of its descriptors";
+      return nullptr;
+    }
+    return importAddress(device, memory, bytes, why);
+  }
+  bool exportHandle(void* memory, char (&handle)[kIpcHandleBytes], std::string*) const override {
+    std::memset(handle, 0, kIpcHandleBytes);
+    std::memcpy(handle, &memory, sizeof(memory));
+    return true;
+  }
+  void* importHandle(int device, const char (&handle)[kIpcHandleBytes], std::string* why) const override {
+    void* memory = nullptr;
+    std::memcpy(&memory, handle, sizeof(memory));
+    return importAddress(device, memory, 0, why);
+  }
+  void closeImported(int device, void* memory) const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (imports_[memory].erase(device) == 0) ++badReleases_;
+    if (!imports_[memory].empty()) return;
+    imports_.erase(memory);
+    auto it = blocks_.find(static_cast<char*>(memory));
+    if (it != blocks_.end() && it->second.released) {
+      blocks_.erase(it);
+      std::free(memory);
+    }
+  }
+
+  // The GPU whose memory holds `p`, or -1 when it is not the stand-in's.
+  int deviceOf(const void* p) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.upper_bound(static_cast<const char*>(p));
+    if (it == blocks_.begin()) return -1;
+    --it;
+    return static_cast<const char*>(p) < it->first + it->second.bytes ? it->second.device : -1;
+  }
+  bool accessEnabled(int from, int to) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return enabled_.count({from, to}) != 0;
+  }
+  size_t live() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return blocks_.size();
+  }
+  uint64_t bytesOn(int device) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t bytes = 0;
+    for (const auto& [memory, block] : blocks_) bytes += block.device == device ? block.bytes : 0;
+    return bytes;
+  }
+  size_t imported() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return imports_.size();
+  }
+  int allocations() const { return allocations_; }
+  int badReleases() const { return badReleases_; }
+
+  bool peerAccess = true;
+  bool byFd = false;
+  bool failAllocations = false;
+  bool failPeerAccess = false;
+  bool failImports = false;
+
+ private:
+  struct Block {
+    int device;
+    size_t bytes;
+    bool byFd;
+    bool released;  // by its owner while still mapped elsewhere (by descriptor only)
+  };
+  void* importAddress(int device, void* memory, size_t bytes, std::string* why) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(static_cast<char*>(memory));
+    if (failImports || it == blocks_.end() || (bytes != 0 && bytes != it->second.bytes)) {
+      *why = "stand-in: the handle names no live memory";
+      return nullptr;
+    }
+    imports_[memory].insert(device);
+    return memory;
+  }
+
+  mutable std::mutex mutex_;
+  mutable std::map<const char*, Block> blocks_;
+  mutable std::set<std::pair<int, int>> enabled_;
+  mutable std::map<void*, std::set<int>> imports_;  // memory -> the GPUs it is mapped for
+  mutable int allocations_ = 0;
+  mutable int badReleases_ = 0;
+};
+
+StandInGpuMemory* gMemory = nullptr;
+
+const GpuLaunchHooks kStandIn = {
+    [](std::string*) { return true; },
+    [](ncclComm*, const std::vector<Lane*>&, ncclDataType_t, RedKind, const std::vector<cudaStream_t>&) {
+      return ncclSuccess;
+    },
+    nullptr,  // set in SetUp
+};
+
+class GpuP2pTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv(kCudaDriverLibraryEnv, fixtures::kFakeDriver, 1);  // before the first Chorus call
+    memory_ = std::make_unique<StandInGpuMemory>();
+    gMemory = memory_.get();
+    hooks_ = kStandIn;
+    hooks_.fifoMemory = memory_.get();
+    setGpuLaunchHooksForTesting(&hooks_);
+  }
+  void TearDown() override {
+    destroyAll();
+    EXPECT_EQ(memory_->live(), 0u) << "GPU memory left allocated";
+    EXPECT_EQ(memory_->imported(), 0u) << "GPU memory left mapped";
+    EXPECT_EQ(memory_->badReleases(), 0) << "a release of memory the stand-in did not give, or on another GPU";
+    setGpuLaunchHooksForTesting(nullptr);
+    for (const char* name : {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "CHORUS_ALLOW_SHARED_GPU"}) unsetenv(name);
+    gMemory = nullptr;
+  }
+  // Rank r on CUDA device devs[r] of the host described by tests/topo/`file`, small buffers.
+  ncclResult_t initOn(const char* file, const std::vector<int>& devs) {
+    const std::string path = std::string(CHORUS_TOPO_TEST_DIR "/") + file;
+    setenv("NCCL_TOPO_FILE", path.c_str(), 1);
+    setenv("NCCL_BUFFSIZE", "65536", 1);
+    setenv("NCCL_LL_BUFFSIZE", "16384", 1);
+    setenv("NCCL_LL128_BUFFSIZE", "65536", 1);
+    comms_.assign(devs.size(), nullptr);
+    devs_ = devs;
+    const ncclResult_t made = ncclCommInitAll(comms_.data(), static_cast<int>(devs.size()), devs.data());
+    for (const char* name : {"NCCL_TOPO_FILE", "NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE"})
+      unsetenv(name);
+    if (made != ncclSuccess) comms_.clear();
+    return made;
+  }
+  void destroyAll() {
+    for (ncclComm_t c : comms_) {
+      if (c) {
+        EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+      }
+    }
+    comms_.clear();
+  }
+  // Calls `check(rank, peer, connection, sending)` for every channel connection.
+  template <typename Check>
+  void forEachChannelConnection(Check check) {
+    for (size_t r = 0; r < comms_.size(); ++r)
+      for (const Channel& ch : comms_[r]->channels)
+        for (int peer = 0; peer < comms_[r]->nranks; ++peer) {
+          if (ch.send[peer].connected()) check(static_cast<int>(r), peer, ch.send[peer], true);
+          if (ch.recv[peer].connected()) check(static_cast<int>(r), peer, ch.recv[peer], false);
+        }
+  }
+  // Every connection's buffers are in the receiver's GPU memory, its control block in host
+  // memory, and the sender's GPU may write there.
+  void expectBuffersOnReceiversGpu() {
+    int seen = 0;
+    forEachChannelConnection([&](int r, int peer, const Connection& c, bool sending) {
+      ++seen;
+      const int receiverDev = sending ? devs_[peer] : devs_[r];
+      EXPECT_STREQ(c.transport->name(), "P2P");
+      EXPECT_TRUE(c.end.gpuBuffers) << "rank " << r << " peer " << peer;
+      for (int p = 0; p < kNumProtocols; ++p)
+        EXPECT_EQ(gMemory->deviceOf(c.end.buffs[p]), receiverDev) << "rank " << r << " peer " << peer << " proto " << p;
+      EXPECT_EQ(gMemory->deviceOf(c.end.ctrl), -1) << "the control block stays in host memory";
+      EXPECT_EQ(c.resource->describe(), "GPU memory of CUDA device " + std::to_string(receiverDev));
+      if (sending) {
+        EXPECT_TRUE(gMemory->accessEnabled(devs_[r], devs_[peer])) << "rank " << r << " -> " << peer;
+      }
+    });
+    EXPECT_GT(seen, 0);
+  }
+  void expectBuffersInHostMemory() {
+    int seen = 0;
+    forEachChannelConnection([&](int r, int peer, const Connection& c, bool) {
+      ++seen;
+      EXPECT_FALSE(c.end.gpuBuffers) << "rank " << r << " peer " << peer;
+      EXPECT_EQ(gMemory->deviceOf(c.end.buffs[static_cast<int>(Protocol::Simple)]), -1);
+    });
+    EXPECT_GT(seen, 0);
+  }
+
+  std::unique_ptr<StandInGpuMemory> memory_;
+  GpuLaunchHooks hooks_{};
+  std::vector<ncclComm_t> comms_;
+  std::vector<int> devs_;
+};
+
+// A DGX H100: every pair of GPUs is NVLink (through NVSwitch), so every connection is P2P
+// in the receiver's GPU memory, as NCCL's P2P write.
+TEST_F(GpuP2pTransportTest, OnNvlinkEveryConnectionIsInTheReceiversGpuMemory) {
+  ASSERT_EQ(initOn("dgx_h100.xml", {3, 0, 6, 1, 7, 2, 5, 4}), ncclSuccess);
+  for (size_t r = 0; r < comms_.size(); ++r)
+    for (int peer = 0; peer < 8; ++peer)
+      EXPECT_EQ(comms_[r]->gpuLinks[peer].gpuPath,
+                static_cast<int>(peer == static_cast<int>(r) ? PathType::LOC : PathType::NVL));
+  expectBuffersOnReceiversGpu();
+  EXPECT_GT(memory_->allocations(), 0);
+  for (size_t r = 0; r < comms_.size(); ++r) {
+    uint64_t total = 0;
+    ASSERT_EQ(ncclCommMemStats(comms_[r], ncclStatGpuMemTotal, &total), ncclSuccess);
+    EXPECT_EQ(total, memory_->bytesOn(devs_[r])) << "rank " << r << ": its receive buffers are its GPU memory";
+    EXPECT_GT(total, 0u);
+  }
+
+  // Send/receive connections, made on first use, too.
+  auto* buf = reinterpret_cast<float*>(fixtures::fakeDriver().managedMemory);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclSend(buf, 16, ncclFloat32, 1, comms_[0], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclRecv(buf + 16, 16, ncclFloat32, 0, comms_[1], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  const Connection& send = comms_[0]->p2pSend[1];
+  ASSERT_TRUE(send.connected());
+  EXPECT_TRUE(send.end.gpuBuffers);
+  EXPECT_EQ(gMemory->deviceOf(send.end.buffs[static_cast<int>(Protocol::Simple)]), devs_[1]);
+
+  destroyAll();
+  EXPECT_EQ(memory_->live(), 0u) << "destroy gives every FIFO's GPU memory back";
+}
+
+// NCCL_P2P_LEVEL bounds the path: LOC keeps even NVLink pairs in host memory; NVL allows them.
+TEST_F(GpuP2pTransportTest, TheP2pLevelBoundsWhichPairsUseGpuMemory) {
+  setenv("NCCL_P2P_LEVEL", "LOC", 1);
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersInHostMemory();
+  EXPECT_EQ(memory_->allocations(), 0);
+  destroyAll();
+
+  setenv("NCCL_P2P_LEVEL", "NVL", 1);
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersOnReceiversGpu();
+}
+
+// A PCIe workstation: its GPUs meet at the CPU (PHB), past the default level (PXB, as
+// NCCL's on Intel and ARM hosts), so host memory unless NCCL_P2P_LEVEL reaches PHB.
+TEST_F(GpuP2pTransportTest, GpusMeetingAtTheCpuUseHostMemoryUnlessTheLevelAllowsIt) {
+  ASSERT_EQ(initOn("pcie_4gpu_workstation.xml", {0, 1, 2, 3}), ncclSuccess);
+  EXPECT_EQ(comms_[0]->gpuLinks[1].gpuPath, static_cast<int>(PathType::PHB));
+  expectBuffersInHostMemory();
+  destroyAll();
+
+  setenv("NCCL_P2P_LEVEL", "PHB", 1);
+  ASSERT_EQ(initOn("pcie_4gpu_workstation.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersOnReceiversGpu();
+  destroyAll();
+
+  setenv("NCCL_P2P_LEVEL", "4", 1);  // the older numeric form: SYS
+  ASSERT_EQ(initOn("pcie_4gpu_workstation.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersOnReceiversGpu();
+  destroyAll();
+
+  setenv("NCCL_P2P_LEVEL", "FAR", 1);  // not a level: a WARN, and the default
+  ASSERT_EQ(initOn("pcie_4gpu_workstation.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersInHostMemory();
+}
+
+// GPUs that cannot reach each other fall back to host memory; NCCL_P2P_DISABLE leaves P2P
+// altogether (shared memory).
+TEST_F(GpuP2pTransportTest, WithoutPeerAccessOrWithP2pDisabledTheFifoStaysInHostMemory) {
+  memory_->peerAccess = false;
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1}), ncclSuccess);
+  expectBuffersInHostMemory();
+  destroyAll();
+
+  memory_->peerAccess = true;
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1}), ncclSuccess);
+  forEachChannelConnection([](int, int, const Connection& c, bool) { EXPECT_STREQ(c.transport->name(), "SHM"); });
+  expectBuffersInHostMemory();
+}
+
+// Two ranks on one GPU (allowed by the switch): the same device's memory, no peer access.
+TEST_F(GpuP2pTransportTest, RanksSharingAGpuUseItsMemory) {
+  setenv("CHORUS_ALLOW_SHARED_GPU", "1", 1);
+  ASSERT_EQ(initOn("dgx_h100.xml", {5, 5}), ncclSuccess);
+  EXPECT_EQ(comms_[0]->gpuLinks[1].gpuPath, static_cast<int>(PathType::LOC));
+  expectBuffersOnReceiversGpu();
+}
+
+// A failed allocation or a refused peer access fails init with a CUDA error on the ranks
+// that hit it, and leaves nothing allocated.
+TEST_F(GpuP2pTransportTest, AFailedAllocationOrPeerAccessFailsInitWithoutLeaks) {
+  memory_->failAllocations = true;
+  EXPECT_EQ(initOn("dgx_h100.xml", {0, 1, 2}), ncclUnhandledCudaError);
+  EXPECT_EQ(memory_->live(), 0u);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("stand-in: out of memory"), std::string::npos)
+      << ncclGetLastError(nullptr);
+
+  memory_->failAllocations = false;
+  memory_->failPeerAccess = true;
+  EXPECT_EQ(initOn("dgx_h100.xml", {0, 1, 2}), ncclUnhandledCudaError);
+  EXPECT_EQ(memory_->live(), 0u);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("cannot write"), std::string::npos)
+      << ncclGetLastError(nullptr);
+}
+
+// Across processes (the SHM transport, driven here at the transport seam with two
+// PeerInfos of different processes): the control block in /dev/shm, the buffers in the
+// receiver's GPU memory, mapped by the sender through a CUDA IPC handle.
+class ShmGpuBuffersBase : public ::testing::Test {
+ protected:
+  virtual bool byFd() const = 0;
+  void SetUp() override {
+    memory_.byFd = byFd();
+    for (int r = 0; r < 2; ++r) {
+      PeerInfo& p = peers_[r];
+      p = PeerInfo{};
+      p.rank = r;
+      p.cudaDev = r;
+      p.pid = static_cast<int>(getpid());
+      p.hostHash = 7;
+      p.shmDevId = 9;
+      p.processId = 0x5eed0000u + static_cast<uint64_t>(r);  // no liveness file: watched by timeout only
+      p.gpuComm = 1;
+      p.topoGpu = r;
+      p.gpuReach = 3;
+    }
+    layout_.nSlots = 2;
+    layout_.slotBytes[static_cast<int>(Protocol::Simple)] = 4096;
+    layout_.slotBytes[static_cast<int>(Protocol::LL)] = 1024;
+    layout_.slotBytes[static_cast<int>(Protocol::LL128)] = 1024;
+    link_.gpuMemory = &memory_;
+    link_.gpuPath = static_cast<int>(PathType::NVL);
+    link_.peerWritesMine = true;
+  }
+  // Rank 1 receives from rank 0: rank 1 creates, rank 0 attaches.
+  ncclResult_t connect() {
+    const ncclResult_t made =
+        shmTransport().createReceiver(layout_, peers_[1], peers_[0], link_, &handle_, &recvEnd_, &recv_);
+    if (made != ncclSuccess) return made;
+    return shmTransport().attachSender(handle_, peers_[0], peers_[1], link_, &sendEnd_, &send_);
+  }
+
+  StandInGpuMemory memory_;
+  PeerInfo peers_[2];
+  FifoLayout layout_;
+  LinkContext link_;
+  ConnectHandle handle_{};
+  FifoEnd recvEnd_, sendEnd_;
+  std::unique_ptr<ConnectionResource> recv_, send_;
+};
+
+// Both ways of sharing (the parameter: by file descriptor, else by legacy handle).
+class ShmGpuBuffersTest : public ShmGpuBuffersBase, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool byFd() const override { return GetParam(); }
+};
+class ShmGpuBuffersByFdTest : public ShmGpuBuffersBase {
+ protected:
+  bool byFd() const override { return true; }
+};
+
+TEST_P(ShmGpuBuffersTest, TheSenderMapsTheReceiversGpuMemoryThroughIpc) {
+  ASSERT_EQ(connect(), ncclSuccess);
+  EXPECT_EQ(handle_.gpuBuffers, GetParam() ? kGpuBuffersByFd : kGpuBuffersByHandle);
+  EXPECT_LT(handle_.bytes, layout_.totalBytes()) << "only the control block is in /dev/shm";
+  for (int p = 0; p < kNumProtocols; ++p) {
+    EXPECT_EQ(memory_.deviceOf(recvEnd_.buffs[p]), 1) << "the receiver's GPU";
+    EXPECT_EQ(sendEnd_.buffs[p], recvEnd_.buffs[p]) << "the stand-in maps at the same address";
+  }
+  EXPECT_TRUE(recvEnd_.gpuBuffers && sendEnd_.gpuBuffers);
+  EXPECT_NE(recvEnd_.ctrl, sendEnd_.ctrl) << "each process maps the control block itself";
+  sendEnd_.ctrl->tail = 5;
+  EXPECT_EQ(recvEnd_.ctrl->tail, 5u) << "one control block in /dev/shm";
+  EXPECT_EQ(memory_.imported(), 1u);
+  send_.reset();
+  EXPECT_EQ(memory_.imported(), 0u) << "the sender unmaps on destroy";
+  recv_.reset();
+  EXPECT_EQ(memory_.live(), 0u);
+}
+
+// A receiver destroyed while its sender still has the buffers mapped: legacy memory is kept
+// until the sender lets go (freeing it under the sender's kernels would fault its GPU
+// context); memory shared by descriptor is released at once and lives on in the mapping.
+TEST_P(ShmGpuBuffersTest, TheReceiverFreesItsGpuMemoryOnlyAfterTheSenderUnmappedIt) {
+  ASSERT_EQ(connect(), ncclSuccess);
+  recv_.reset();
+  EXPECT_EQ(memory_.live(), 1u) << "still mapped by the sender";
+  EXPECT_EQ(memory_.badReleases(), 0) << "legacy memory was released under the sender's mapping";
+  send_.reset();
+  EXPECT_EQ(memory_.imported(), 0u);
+  EXPECT_EQ(memory_.live(), 0u) << "freed once the sender unmapped it";
+  EXPECT_EQ(memory_.badReleases(), 0);
+}
+
+TEST_P(ShmGpuBuffersTest, AnImportThatFailsIsAClearErrorWithoutLeaks) {
+  memory_.failImports = true;
+  EXPECT_EQ(connect(), ncclUnhandledCudaError);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("cannot map rank 1's FIFO"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  recv_.reset();
+  EXPECT_EQ(memory_.live(), 0u);
+  EXPECT_EQ(memory_.imported(), 0u);
+}
+
+// A path beyond NCCL_P2P_LEVEL, or NCCL_P2P_DISABLE, keeps the whole FIFO in /dev/shm.
+TEST_P(ShmGpuBuffersTest, OutsideTheP2pLevelTheFifoIsAllInSharedMemory) {
+  link_.gpuPath = static_cast<int>(PathType::SYS);
+  ASSERT_EQ(connect(), ncclSuccess);
+  EXPECT_EQ(handle_.gpuBuffers, 0u);
+  EXPECT_FALSE(recvEnd_.gpuBuffers || sendEnd_.gpuBuffers);
+  EXPECT_EQ(memory_.allocations(), 0);
+  send_.reset();
+  recv_.reset();
+
+  link_.gpuPath = static_cast<int>(PathType::NVL);
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  const ncclResult_t made = connect();
+  unsetenv("NCCL_P2P_DISABLE");
+  ASSERT_EQ(made, ncclSuccess);
+  EXPECT_EQ(handle_.gpuBuffers, 0u);
+  EXPECT_EQ(memory_.allocations(), 0);
+}
+
+// A ticket redeemed once cannot be redeemed again: a second sender gets a clear error.
+TEST_F(ShmGpuBuffersByFdTest, ADescriptorIsHandedOutOnce) {
+  ASSERT_EQ(connect(), ncclSuccess);
+  std::vector<char> segment(gpuFifoSegmentBytes());
+  GpuBuffers again;
+  EXPECT_EQ(mapSenderBuffers(handle_, segment.data(), peers_[0], peers_[1], link_, &again), ncclRemoteError);
+  EXPECT_EQ(again.address, nullptr);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("does not offer"), std::string::npos)
+      << ncclGetLastError(nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sharing, ShmGpuBuffersTest, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "ByFileDescriptor" : "ByLegacyHandle";
+});
+
+}  // namespace
+}  // namespace chorus
