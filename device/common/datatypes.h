@@ -10,8 +10,9 @@
 //  - fromFloat<Fp8E4M3>/<Fp8E5M2>: as __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...):
 //    round to nearest even, finite or infinite |x| above the largest finite value
 //    -> +-max finite (448 / 57344), any NaN -> 0x7f.
-// The conversions are written as selects over integer and float arithmetic
-// rather than branches so that loops over arrays of them vectorise.
+// On the host the conversions are written as selects over integer and float arithmetic
+// rather than branches so that loops over arrays of them vectorise. On a GPU they are the
+// hardware's conversion instructions (fp8 from sm_89 on), with NaN made canonical as above.
 #pragma once
 
 #include <cstddef>
@@ -104,6 +105,11 @@ CHORUS_HD uint32_t encodeFinite(uint32_t absBits) {
 // ---- to float: exact ----
 
 CHORUS_HD float toFloat(Half h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+#endif
   uint32_t mag = h.bits & 0x7fffu;
   uint32_t sign = uint32_t(h.bits & 0x8000u) << 16;
   float finite = detail::decodeFinite<15, 10>(mag);
@@ -116,6 +122,11 @@ CHORUS_HD float toFloat(Half h) {
 CHORUS_HD float toFloat(BFloat16 b) { return detail::bitsFloat(uint32_t(b.bits) << 16); }
 
 CHORUS_HD float toFloat(Fp8E4M3 x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t pair;  // two halves; the low one is x's
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(pair) : "h"(static_cast<uint16_t>(x.bits)));
+  return toFloat(Half{static_cast<uint16_t>(pair & 0xffffu)});
+#endif
   uint32_t mag = x.bits & 0x7fu;
   uint32_t sign = uint32_t(x.bits & 0x80u) << 24;
   // E4M3 has no infinity; S.1111.111 is its only NaN.
@@ -135,6 +146,11 @@ CHORUS_HD T fromFloat(float f);
 
 template <>
 CHORUS_HD Half fromFloat<Half>(float f) {
+#if defined(__CUDA_ARCH__)
+  uint16_t bits;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(f));
+  return Half{f != f ? uint16_t(0x7fffu) : bits};
+#endif
   uint32_t u = detail::floatBits(f);
   uint32_t absBits = u & detail::kFloatAbsMask;
   uint32_t sign = (u >> 16) & 0x8000u;
@@ -148,6 +164,11 @@ CHORUS_HD Half fromFloat<Half>(float f) {
 
 template <>
 CHORUS_HD BFloat16 fromFloat<BFloat16>(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint16_t bits;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f));
+  return BFloat16{f != f ? uint16_t(0x7fffu) : bits};
+#endif
   uint32_t u = detail::floatBits(f);
   // bfloat16 is the top half of a float: round the low 16 bits away. The carry
   // rounds the largest finite values up to inf, as it should.
@@ -158,6 +179,11 @@ CHORUS_HD BFloat16 fromFloat<BFloat16>(float f) {
 
 template <>
 CHORUS_HD Fp8E4M3 fromFloat<Fp8E4M3>(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t pair;  // converts (0, f): f's byte is the low one; satfinite is __NV_SATFINITE
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(f));
+  return Fp8E4M3{uint8_t(f != f ? 0x7fu : (pair & 0xffu))};
+#endif
   uint32_t u = detail::floatBits(f);
   uint32_t absBits = u & detail::kFloatAbsMask;
   uint32_t sign = (u >> 24) & 0x80u;
@@ -170,6 +196,11 @@ CHORUS_HD Fp8E4M3 fromFloat<Fp8E4M3>(float f) {
 
 template <>
 CHORUS_HD Fp8E5M2 fromFloat<Fp8E5M2>(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t pair;
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(f));
+  return Fp8E5M2{uint8_t(f != f ? 0x7fu : (pair & 0xffu))};
+#endif
   uint32_t u = detail::floatBits(f);
   uint32_t absBits = u & detail::kFloatAbsMask;
   uint32_t sign = (u >> 24) & 0x80u;
