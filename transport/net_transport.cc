@@ -15,12 +15,19 @@ namespace {
 
 static_assert(sizeof(ConnectHandle::netHandle) == kNetHandleSize, "ConnectHandle must hold a net handle");
 
-// Spreads connections over the net's devices by peer rank (a topology-aware choice of the
-// nearest NIC belongs to the topology search).
-int deviceFor(Net& net, int peerRank) {
+// A GPU communicator's connections leave through the NIC nearest its GPU (LinkContext);
+// the others are spread over the net's devices by peer rank.
+int deviceFor(Net& net, int peerRank, const LinkContext& link) {
   int count = 1;
   if (net.devices(&count) != ncclSuccess || count < 1) count = 1;
-  return peerRank % count;
+  std::vector<std::string> names(static_cast<size_t>(count));
+  if (link.nearNics != nullptr) {
+    for (int d = 0; d < count; ++d) {
+      NetProperties props;
+      if (net.getProperties(d, &props) == ncclSuccess) names[static_cast<size_t>(d)] = props.name;
+    }
+  }
+  return netDeviceFor(names, link.nearNics, peerRank);
 }
 
 ncclResult_t makeConnection(Net& net, const FifoLayout& layout, const PeerInfo& peer, bool sending,
@@ -69,7 +76,7 @@ class NetTransport : public Transport {
   bool canConnect(const PeerInfo& self, const PeerInfo&) const override { return netNamed(self.netName) != nullptr; }
 
   ncclResult_t createReceiver(const FifoLayout& memoryLayout, const PeerInfo& self, const PeerInfo& peer,
-                              const LinkContext&, ConnectHandle* handle, FifoEnd* end,
+                              const LinkContext& link, ConnectHandle* handle, FifoEnd* end,
                               std::unique_ptr<ConnectionResource>* resource) const override {
     FifoLayout layout = memoryLayout;  // the sender takes it from the handle
     layout.nSlots = netSlots(memoryLayout);
@@ -80,22 +87,23 @@ class NetTransport : public Transport {
     memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::Net;
     handle->layout = layout;
-    CHORUS_CHECK(conn->listen(deviceFor(*net, peer.rank), handle->netHandle));
+    CHORUS_CHECK(conn->listen(deviceFor(*net, peer.rank, link), handle->netHandle));
     fillEnd(*conn, layout, peer.rank, end);
     conn->start();
     *resource = std::move(conn);
     return ncclSuccess;
   }
 
-  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer, const LinkContext&,
-                            FifoEnd* end, std::unique_ptr<ConnectionResource>* resource) const override {
+  ncclResult_t attachSender(const ConnectHandle& handle, const PeerInfo& self, const PeerInfo& peer,
+                            const LinkContext& link, FifoEnd* end,
+                            std::unique_ptr<ConnectionResource>* resource) const override {
     Net* net = netNamed(self.netName);
     if (net == nullptr) return ncclSystemError;
     std::unique_ptr<NetConnection> conn;
     CHORUS_CHECK(makeConnection(*net, handle.layout, peer, true, &conn));
     NetCommConfig config;
     config.trafficClass = self.trafficClass;
-    conn->setPeerHandle(deviceFor(*net, peer.rank), handle.netHandle, config);
+    conn->setPeerHandle(deviceFor(*net, peer.rank, link), handle.netHandle, config);
     fillEnd(*conn, handle.layout, peer.rank, end);
     conn->start();
     *resource = std::move(conn);

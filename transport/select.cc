@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <mutex>
 #include <string>
 
@@ -58,6 +59,21 @@ bool buffersOnReceiverGpu(const PeerInfo& self, const PeerInfo& peer, const Link
     return false;
   }
   return true;
+}
+
+int netDeviceFor(const std::vector<std::string>& deviceNames, const std::vector<std::string>* nearNics, int peerRank) {
+  if (nearNics != nullptr) {
+    for (const std::string& nic : *nearNics) {
+      for (size_t d = 0; d < deviceNames.size(); ++d) {
+        const std::string& name = deviceNames[d];
+        if (name == nic ||
+            (name.size() > nic.size() && name.compare(0, nic.size(), nic) == 0 && name[nic.size()] == ':'))
+          return static_cast<int>(d);
+      }
+    }
+  }
+  const int count = std::max<int>(1, static_cast<int>(deviceNames.size()));
+  return peerRank % count;
 }
 
 const Transport* transportById(TransportId id) {

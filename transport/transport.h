@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/fd_handout.h"
 #include "device/common/step_fifo.h"
@@ -69,11 +70,18 @@ inline bool simpleSlotsIdle(const StepFifoControl* ctrl) {
 // and where GPU memory for a FIFO comes from. Both are set only when both ranks are GPU
 // communicators of one host; the P2P transport then puts the FIFO's buffers in the
 // receiver's GPU memory when the path is within NCCL_P2P_LEVEL.
+// For a GPU communicator also the NICs nearest its GPU, which its network connections use.
 struct LinkContext {
-  int gpuPath = -1;                          // a PathType (core/path_type.h) between their GPUs, -1: unknown
-  bool peerWritesMine = false;               // the peer's GPU can write this rank's GPU memory
-  const GpuFifoMemory* gpuMemory = nullptr;  // null: the FIFO stays in host memory
+  int gpuPath = -1;                                    // a PathType (core/path_type.h) between their GPUs, -1: unknown
+  bool peerWritesMine = false;                         // the peer's GPU can write this rank's GPU memory
+  const GpuFifoMemory* gpuMemory = nullptr;            // null: the FIFO stays in host memory
+  const std::vector<std::string>* nearNics = nullptr;  // the topology's names, nearest first; null: none known
 };
+
+// The device of a net with devices named `deviceNames` that a connection to `peerRank`
+// uses: the first of `nearNics` (a NIC's name, matching a device named so or "name:port")
+// that the net has, else the devices dealt by peer rank.
+int netDeviceFor(const std::vector<std::string>& deviceNames, const std::vector<std::string>* nearNics, int peerRank);
 
 // Whether the receiver of `link` keeps the FIFO's buffers in its GPU memory: both are GPU
 // communicators, NCCL_P2P_DISABLE is not set, their GPUs are within NCCL_P2P_LEVEL, and the

@@ -108,7 +108,8 @@ struct ncclComm {
   // GPUs, whether the peer's can write this rank's). Empty for a CPU communicator; a
   // default LinkContext for ranks of other hosts and CPU communicator ranks.
   std::vector<chorus::LinkContext> gpuLinks;
-  double timeoutSec = 600;  // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
+  std::vector<std::string> nearNics;  // the NICs nearest its GPU, by the topology (LinkContext::nearNics)
+  double timeoutSec = 600;            // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
   chorus::CommConfig config;
   // Call numbers (device/common/call_stamp.h), counted as calls are planned: collectives
   // per communicator, sends and receives per peer. CHORUS_FINGERPRINTS=0: steps carry none.

@@ -159,7 +159,7 @@ std::string pathNote(const ncclComm* comm, int peer) {
 ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
   std::set<int> recvFrom = {ch.ringRanks[comm->nranks - 1]};
   std::set<int> sendTo = {ch.ringRanks[1]};
-  for (int peer : {ch.tree.parent, ch.tree.children[0], ch.tree.children[1]}) {
+  for (int peer : {ch.tree.parent, ch.tree.children[0], ch.tree.children[1], ch.tree.children[2]}) {
     if (peer < 0) continue;
     recvFrom.insert(peer);
     sendTo.insert(peer);
@@ -191,15 +191,18 @@ uint64_t gpuReachOf(const ncclComm* comm, const topo::GpuRoute& route) {
   return reach;
 }
 
-// What the transports are told of each GPU communicator rank of this host: the CUDA
-// backend's memory, the path between the GPUs (by their places in the topology, else the
-// same device), and whether that rank's GPU can write this one's.
+// What the transports are told of each rank: the NICs nearest this rank's GPU and, for GPU
+// communicator ranks of this host, the CUDA backend's memory, the path between the GPUs (by
+// their places in the topology, else the same device), and whether that rank's GPU can
+// write this one's.
 void linkGpuPeers(ncclComm* comm, const topo::GpuRoute& route) {
   const PeerInfo& self = comm->peers[comm->rank];
+  comm->nearNics = route.nearNics;
   comm->gpuLinks.assign(comm->nranks, LinkContext{});
   for (const PeerInfo& p : comm->peers) {
-    if (!p.gpuComm || p.hostHash != self.hostHash) continue;
     LinkContext& link = comm->gpuLinks[p.rank];
+    if (!comm->nearNics.empty()) link.nearNics = &comm->nearNics;
+    if (!p.gpuComm || p.hostHash != self.hostHash) continue;
     link.gpuMemory = gpuFifoMemory();
     const bool placed = p.topoGpu >= 0 && self.topoGpu >= 0 && p.topoGpu < static_cast<int>(route.pathToGpu.size());
     if (placed) {
@@ -210,6 +213,22 @@ void linkGpuPeers(ncclComm* comm, const topo::GpuRoute& route) {
     link.peerWritesMine = link.gpuPath == static_cast<int>(PathType::LOC) ||
                           (placed && self.topoGpu < 64 && ((p.gpuReach >> self.topoGpu) & 1) != 0);
   }
+}
+
+// The ranks of each host in ring order, hosts in the order the ring first reaches them:
+// the chains of a tree across hosts (trees.h).
+std::vector<std::vector<int>> hostChains(const std::vector<PeerInfo>& peers, const std::vector<int>& ring) {
+  std::vector<std::vector<int>> chains;
+  std::vector<uint64_t> hosts;
+  for (int r : ring) {
+    const size_t h = static_cast<size_t>(std::find(hosts.begin(), hosts.end(), peers[r].hostHash) - hosts.begin());
+    if (h == hosts.size()) {
+      hosts.push_back(peers[r].hostHash);
+      chains.emplace_back();
+    }
+    chains[h].push_back(r);
+  }
+  return chains;
 }
 
 // How many hosts the communicator spans: the distinct host identities of its ranks.
@@ -261,12 +280,14 @@ void gpuTuning(const ncclComm* comm, bool overNetwork, TuneTopology* topo, TuneC
 
 // What the tuning model needs, from information every rank shares (so every rank
 // makes the same choice for the same call).
-TuneTopology tuneTopology(const ncclComm* comm, bool overNetwork, TuneConstants* constants) {
+// `treeDepth`: the tree's, where it is not a binary tree over the ranks (0).
+TuneTopology tuneTopology(const ncclComm* comm, bool overNetwork, int treeDepth, TuneConstants* constants) {
   TuneTopology topo;
   topo.nranks = comm->nranks;
   std::set<uint64_t> processes;
   for (const PeerInfo& p : comm->peers) processes.insert(p.processId);
   topo.nHosts = hostCount(comm->peers);
+  topo.treeDepth = treeDepth;
   topo.nChannels = static_cast<int>(comm->channels.size());
   // Both transports are memory copies; across processes a hand-off crosses cores (cache
   // line transfers), within one process the ranks take turns on one thread.
@@ -365,6 +386,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   // One ring order for every channel: deterministic mode's reduction order follows it.
   const std::vector<int> ring = ringOrder(comm->peers, comm->deterministic);
   const int myPlace = static_cast<int>(std::find(ring.begin(), ring.end(), comm->rank) - ring.begin());
+  const std::vector<std::vector<int>> chains = hostChains(comm->peers, ring);
   if (gpu) logGpuRouting(comm, route, ring, nChannels);
   comm->channels.resize(nChannels);
   for (int c = 0; c < nChannels; ++c) {
@@ -372,7 +394,8 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
     ch.id = c;
     ch.ringRanks.resize(comm->nranks);
     for (int k = 0; k < comm->nranks; ++k) ch.ringRanks[k] = ring[(myPlace + k) % comm->nranks];
-    ch.tree = doubleBinaryTree(comm->nranks, comm->rank, c % 2);
+    ch.tree = chains.size() > 1 ? hostChainTree(chains, comm->rank, c % 2)
+                                : doubleBinaryTree(comm->nranks, comm->rank, c % 2);
     ch.send.resize(comm->nranks);
     ch.recv.resize(comm->nranks);
     if (comm->nranks > 1) CHORUS_CHECK(connectChannel(comm, ch));
@@ -386,7 +409,8 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   bool overNetwork = false;
   CHORUS_CHECK(anyLinkOverNetwork(comm, &overNetwork));
   TuneConstants constants;  // the CPU calibration, or a GPU communicator's figures
-  const TuneTopology tuned = tuneTopology(comm, overNetwork, &constants);
+  const TuneTopology tuned =
+      tuneTopology(comm, overNetwork, chains.size() > 1 ? hostChainTreeDepth(chains) : 0, &constants);
   comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuned, constants));
   attachTunerPlugin(comm, ids);
   comm->refreshView();

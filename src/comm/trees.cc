@@ -1,5 +1,7 @@
 #include "src/comm/trees.h"
 
+#include <algorithm>
+
 namespace chorus {
 namespace {
 
@@ -44,6 +46,42 @@ TreeLinks doubleBinaryTree(int nranks, int rank, int treeIndex) {
   t.parent = unmap(base.parent);
   for (int i = 0; i < base.nChildren; ++i) addChild(&t, unmap(base.children[i]));
   return t;
+}
+
+TreeLinks hostChainTree(const std::vector<std::vector<int>>& chains, int rank, int treeIndex) {
+  const int nHosts = static_cast<int>(chains.size());
+  for (int h = 0; h < nHosts; ++h) {
+    const std::vector<int>& chain = chains[h];
+    for (size_t k = 0; k < chain.size(); ++k) {
+      if (chain[k] != rank) continue;
+      TreeLinks t;
+      if (k > 0) {
+        t.parent = chain[k - 1];
+      } else {
+        // The chain's head stands for its host in the tree over hosts.
+        const TreeLinks hosts = doubleBinaryTree(nHosts, h, treeIndex);
+        t.parent = hosts.parent < 0 ? -1 : chains[hosts.parent].front();
+        for (int i = 0; i < hosts.nChildren; ++i) addChild(&t, chains[hosts.children[i]].front());
+      }
+      if (k + 1 < chain.size()) addChild(&t, chain[k + 1]);
+      return t;
+    }
+  }
+  return TreeLinks{};
+}
+
+int hostChainTreeDepth(const std::vector<std::vector<int>>& chains) {
+  const int nHosts = static_cast<int>(chains.size());
+  int depth = 0;
+  for (int treeIndex = 0; treeIndex < 2; ++treeIndex) {
+    for (int h = 0; h < nHosts; ++h) {
+      int hops = 0;  // from host h's head up to the root's
+      for (int at = h; doubleBinaryTree(nHosts, at, treeIndex).parent >= 0; ++hops)
+        at = doubleBinaryTree(nHosts, at, treeIndex).parent;
+      depth = std::max(depth, hops + static_cast<int>(chains[h].size()) - 1);
+    }
+  }
+  return depth;
 }
 
 }  // namespace chorus

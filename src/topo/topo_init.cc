@@ -100,6 +100,11 @@ ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route) {
   for (size_t i = 0; i < ring.order.size(); ++i)
     if (ring.order[i] == gpu) route->position = static_cast<int>(i);
   route->gpuName = system.node(gpu).id;
+  const int dealt = system.nearestNic(gpu);
+  if (dealt >= 0) route->nearNics = system.node(dealt).netNames;
+  for (int nic : system.nearestNics(gpu))
+    if (nic != dealt)
+      route->nearNics.insert(route->nearNics.end(), system.node(nic).netNames.begin(), system.node(nic).netNames.end());
   for (size_t i = 0; i < system.gpus().size(); ++i) {
     const int other = system.gpus()[i];
     if (other == gpu) route->topoGpu = static_cast<int>(i);

@@ -34,6 +34,9 @@ struct GpuRoute {
   // and its `dev` in the topology.
   std::vector<uint64_t> gpuBusIds;
   std::vector<int> gpuDevs;
+  // The network ports of the NICs nearest this GPU, the one dealt to it first
+  // (TopoSystem::nearestNic): where its network connections leave.
+  std::vector<std::string> nearNics;
 };
 // What one channel (one thread block) of NCCL's moves over NVLink on Hopper: NCCL runs 16
 // channels over a DGX H100's 18 NVLinks (371 GB/s), about 23 GB/s each.

@@ -54,14 +54,14 @@ int ceilLog2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n
 
 // `channelBytes`: one channel's share of the call, which is what the executor's programs
 // see (pairAllReduce is taken per channel).
-CostShape shapeOf(CollKind coll, Algorithm algo, int n, size_t channelBytes) {
+CostShape shapeOf(CollKind coll, Algorithm algo, int n, int treeDepth, size_t channelBytes) {
   if (coll == CollKind::SendRecv) return {1, 1, 0};
   if (n == 1) return {0, 1, 0};
   const double steps = n - 1;
   switch (coll) {
     case CollKind::AllReduce:
       if (algo == Algorithm::Tree) {
-        const int depth = ceilLog2(n);
+        const int depth = treeDepth > 0 ? treeDepth : ceilLog2(n);
         return {2.0 * depth, 2.0, 2.0 * (depth - 1)};
       }
       if (n == 2 && channelBytes <= kPairAllReduceMaxBytes) return {1, 1, 0};               // pairAllReduce
@@ -202,7 +202,7 @@ double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol p
   const int a = static_cast<int>(algo);
   const int p = static_cast<int>(proto);
   const int channels = maxChannels > 0 ? std::min(maxChannels, topo_.nChannels) : topo_.nChannels;
-  const CostShape shape = shapeOf(coll, algo, topo_.nranks, bytes / channels);
+  const CostShape shape = shapeOf(coll, algo, topo_.nranks, topo_.treeDepth, bytes / channels);
 
   const double channelBw = topo_.busBwGBs * kBytesPerUsPerGBs * constants_.bandwidthFactor[p];
   double callBw = channelBw * channels;

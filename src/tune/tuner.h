@@ -105,6 +105,7 @@ struct TuneTopology {
   // SHM = same host, NET = other host).
   double busBwGBs = 4.0;      // sustained bandwidth of one channel of one hop, GB/s, for Simple
   double hopLatencyUs = 1.0;  // one step's hand-off latency over one hop with Simple (tail/head round trip)
+  int treeDepth = 0;          // hops from the tree's root to its deepest rank; 0: a binary tree over the ranks (log2 n)
 };
 
 struct TuneChoice {

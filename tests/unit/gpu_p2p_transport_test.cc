@@ -24,6 +24,8 @@
 #include "nccl.h"
 #include "src/comm/comm.h"
 #include "src/executor/cuda/cuda_executor.h"
+#include "src/topo/topo_system.h"
+#include "src/topo/topo_xml.h"
 #include "transport/shm_gpu_buffers.h"
 
 namespace chorus {
@@ -285,6 +287,23 @@ TEST_F(GpuP2pTransportTest, OnNvlinkEveryConnectionIsInTheReceiversGpuMemory) {
     ASSERT_EQ(ncclCommMemStats(comms_[r], ncclStatGpuMemTotal, &total), ncclSuccess);
     EXPECT_EQ(total, memory_->bytesOn(devs_[r])) << "rank " << r << ": its receive buffers are its GPU memory";
     EXPECT_GT(total, 0u);
+  }
+
+  // Each rank's network connections would leave through the NIC nearest its GPU.
+  topo::XmlNode xml;
+  ASSERT_EQ(topo::loadXmlFile(CHORUS_TOPO_TEST_DIR "/dgx_h100.xml", &xml), ncclSuccess);
+  topo::TopoSystem system;
+  std::string error;
+  ASSERT_EQ(topo::TopoSystem::fromXml(xml, &system, &error), ncclSuccess) << error;
+  for (size_t r = 0; r < comms_.size(); ++r) {
+    for (int gpu : system.gpus()) {
+      if (system.node(gpu).gpuDev != devs_[r]) continue;
+      const int nic = system.nearestNic(gpu);
+      ASSERT_GE(nic, 0);
+      ASSERT_FALSE(comms_[r]->nearNics.empty());
+      EXPECT_EQ(comms_[r]->nearNics.front(), system.node(nic).netNames.front()) << "rank " << r;
+    }
+    EXPECT_EQ(comms_[r]->gpuLinks[0].nearNics, &comms_[r]->nearNics);
   }
 
   // Send/receive connections, made on first use, too.
