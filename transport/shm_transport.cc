@@ -152,7 +152,8 @@ class ShmTransport : public Transport {
       WARN("SHM: mmap of %zu bytes of /dev/shm%s failed: %s", bytes, name, strerror(errno));
       return ncclSystemError;
     }
-    ConnectHandle shared{};
+    ConnectHandle shared;
+    memset(static_cast<void*>(&shared), 0, sizeof(shared));  // padding too: the handle crosses the network
     GpuBuffers gpu;
     if (onGpu && shareReceiverBuffers(layout, self, peer, link, &shared, &gpu) != ncclSuccess) {
       munmap(base, bytes);
@@ -161,7 +162,7 @@ class ShmTransport : public Transport {
     }
     const int peerAlive = fillEnd(base, gpu.address, layout, self, peer, end);
     auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout, peerAlive, peer.processId, gpu);
-    *handle = shared;  // zeroed, padding too (the handle crosses the network), but for the GPU fields
+    memcpy(static_cast<void*>(handle), &shared, sizeof(shared));  // zeroed but for the GPU fields
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
     handle->layout = layout;
