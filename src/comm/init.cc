@@ -159,8 +159,9 @@ std::string pathNote(const ncclComm* comm, int peer) {
 ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
   std::set<int> recvFrom = {ch.ringRanks[comm->nranks - 1]};
   std::set<int> sendTo = {ch.ringRanks[1]};
-  for (int peer : {ch.tree.parent, ch.tree.children[0], ch.tree.children[1], ch.tree.children[2]}) {
-    if (peer < 0) continue;
+  std::vector<int> treePeers(ch.tree.children, ch.tree.children + ch.tree.nChildren);
+  if (ch.tree.parent >= 0) treePeers.push_back(ch.tree.parent);
+  for (int peer : treePeers) {
     recvFrom.insert(peer);
     sendTo.insert(peer);
   }
@@ -197,13 +198,14 @@ uint64_t gpuReachOf(const ncclComm* comm, const topo::GpuRoute& route) {
 // write this one's.
 void linkGpuPeers(ncclComm* comm, const topo::GpuRoute& route) {
   const PeerInfo& self = comm->peers[comm->rank];
+  const GpuFifoMemory* memory = gpuFifoMemory();
   comm->nearNics = route.nearNics;
   comm->gpuLinks.assign(comm->nranks, LinkContext{});
   for (const PeerInfo& p : comm->peers) {
     LinkContext& link = comm->gpuLinks[p.rank];
     if (!comm->nearNics.empty()) link.nearNics = &comm->nearNics;
     if (!p.gpuComm || p.hostHash != self.hostHash) continue;
-    link.gpuMemory = gpuFifoMemory();
+    link.gpuMemory = memory;
     const bool placed = p.topoGpu >= 0 && self.topoGpu >= 0 && p.topoGpu < static_cast<int>(route.pathToGpu.size());
     if (placed) {
       link.gpuPath = static_cast<int>(route.pathToGpu[p.topoGpu]);

@@ -52,8 +52,6 @@ ncclResult_t buildSystem(const XmlNode& xml, TopoSystem* system) {
   return ncclInvalidUsage;
 }
 
-// The topology's node of the GPU with PCI location `busId` (gpuBusIdOf's number), else
-// with `dev` number `cudaDev`; -1 if none.
 // gpuBusIdOf's number for a topology id (0000:1b:00.0): (domain << 16 | bus << 8 | device) + 1;
 // 0 when the id is not a PCI location.
 uint64_t busIdOf(const std::string& id) {
@@ -62,6 +60,8 @@ uint64_t busIdOf(const std::string& id) {
   return (static_cast<uint64_t>(domain) << 16 | static_cast<uint64_t>(bus) << 8 | device) + 1;
 }
 
+// The topology's node of the GPU with PCI location `busId` (gpuBusIdOf's number), else
+// with `dev` number `cudaDev`; -1 if none.
 int gpuNodeOf(const TopoSystem& system, int cudaDev, uint64_t busId) {
   if (busId != 0) {
     for (int gpu : system.gpus())
