@@ -37,6 +37,7 @@ struct PeerInfo {
   int ringOverNvlink;  // ... 1: every hop of that ring is NVLink
   int topoGpu;         // ... its GPU's index among its host topology's GPUs, or -1
   uint64_t gpuReach;   // ... bit i: its GPU can write the memory of that topology's GPU i
+  int gpuLanes;        // ... the blocks of the collective kernel its GPU runs at once (0: unknown)
   char hostname[64];
 };
 

@@ -65,6 +65,28 @@ ncclResult_t prepareCollectiveKernels() {
   return ncclSuccess;
 }
 
+ncclResult_t residentCollectiveBlocks(int* blocks) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return warnCudaFailure("cudaGetDevice", err);
+  int sms = 0;
+  err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return warnCudaFailure("cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount)", err);
+  int perSm = 0;
+  for (int t = 0; t < ncclNumTypes; ++t) {
+    for (RedKind kind : {RedKind::Sum, RedKind::Max}) {
+      const void* kernel = kernelFor(static_cast<ncclDataType_t>(t), kind);
+      if (kernel == nullptr) continue;
+      int n = 0;
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kCudaThreadsPerLane, 0);
+      if (err != cudaSuccess) return warnCudaFailure("cudaOccupancyMaxActiveBlocksPerMultiprocessor", err);
+      perSm = perSm == 0 ? n : std::min(perSm, n);
+    }
+  }
+  *blocks = perSm * sms;
+  return ncclSuccess;
+}
+
 ncclResult_t launchCollectiveKernel(ncclDataType_t dtype, RedKind kind, const KernelArgs& args, int nLanes,
                                     int threadsPerLane, cudaStream_t stream) {
   const void* kernel = kernelFor(dtype, kind);

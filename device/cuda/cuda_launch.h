@@ -21,6 +21,12 @@ ncclResult_t warnCudaFailure(const char* call, cudaError_t err, int rank = -1);
 // ncclInternalError when a kernel cannot run kCudaThreadsPerLane threads.
 ncclResult_t prepareCollectiveKernels();
 
+// How many blocks of kCudaThreadsPerLane threads the current device runs at once for every
+// collective kernel: the fewest blocks per SM of any of them (cudaOccupancy*), times the
+// SMs. A launch of more lanes leaves some waiting for an SM, and a lane that waits for a
+// peer's lane that is not resident never finishes. ncclUnhandledCudaError with a WARN.
+ncclResult_t residentCollectiveBlocks(int* blocks);
+
 // Enqueues one kernel on `stream` that runs `nLanes` lanes (args.lanes[0..nLanes)), one
 // block each, for items of `dtype` reduced with `kind`, and returns at once. Every
 // pointer in `args` must be GPU-visible (kernel_args.h); `*args.status` must be zero.

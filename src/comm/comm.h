@@ -109,7 +109,10 @@ struct ncclComm {
   // default LinkContext for ranks of other hosts and CPU communicator ranks.
   std::vector<chorus::LinkContext> gpuLinks;
   std::vector<std::string> nearNics;  // the NICs nearest its GPU, by the topology (LinkContext::nearNics)
-  double timeoutSec = 600;            // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
+  // A GPU communicator's most lanes per kernel (kernelLaneBudget; 0: no bound): its channels
+  // are at most this many, and a group's sends and receives beyond it become more kernels.
+  int kernelLanes = 0;
+  double timeoutSec = 600;  // CHORUS_TIMEOUT: how long a wait may see no progress (0: forever)
   chorus::CommConfig config;
   // Call numbers (device/common/call_stamp.h), counted as calls are planned: collectives
   // per communicator, sends and receives per peer. CHORUS_FINGERPRINTS=0: steps carry none.

@@ -51,6 +51,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.trafficClass = comm->config.trafficClass;
   info.deterministic = comm->deterministic ? 1 : 0;
   info.gpuComm = comm->executorChoice.load() == ExecutorChoice::Cuda ? 1 : 0;
+  info.gpuLanes = info.gpuComm ? gpuResidentLanes(comm->cudaDev) : 0;
   info.ringPosition = -1;  // set from the topology once the host's ranks are known
   info.topoGpu = -1;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
@@ -120,6 +121,19 @@ int boundChannels(int wanted, const CommConfig& config) {
 int cpuChannelsWanted(int localRanks, const CommConfig& config) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   return boundChannels(static_cast<int>(std::max(1L, cores / std::max(1, localRanks))), config);
+}
+
+// A GPU communicator's channels: what its GPU's links carry (topo::GpuRoute::channels),
+// within the settings, and no more than its kernels may have lanes (every lane's block must
+// be resident at once).
+int gpuChannelsWanted(const ncclComm* comm, int linkChannels) {
+  const int wanted = boundChannels(linkChannels, comm->config);
+  if (comm->kernelLanes <= 0 || wanted <= comm->kernelLanes) return wanted;
+  INFO(kSubsysInit | kSubsysGraph,
+       "rank %d: %d channels wanted, but its GPU runs only %d of this communicator's thread blocks at once: %d "
+       "channels",
+       comm->rank, wanted, comm->kernelLanes, comm->kernelLanes);
+  return comm->kernelLanes;
 }
 
 // Whether every rank is a GPU communicator whose GPU has a place in its host's searched
@@ -348,6 +362,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   CHORUS_CHECK(checkDeterministicAgreed(comm));
   CHORUS_CHECK(checkGpusNotShared(*comm));
+  comm->kernelLanes = kernelLaneBudget(comm->peers);
   int localRanks = 0;
   for (const PeerInfo& p : comm->peers) localRanks += p.hostHash == comm->peers[comm->rank].hostHash;
   PeerInfo& self = comm->peers[comm->rank];
@@ -360,7 +375,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
     self.ringOverNvlink = route.nvlink ? 1 : 0;
     self.topoGpu = route.topoGpu;
     self.gpuReach = gpuReachOf(comm, route);
-    self.channelsWanted = boundChannels(route.channels, comm->config);
+    self.channelsWanted = gpuChannelsWanted(comm, route.channels);
   } else {
     self.channelsWanted = cpuChannelsWanted(localRanks, comm->config);
   }

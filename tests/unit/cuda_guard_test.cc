@@ -29,7 +29,7 @@ using fixtures::FakeDriver;
 using fixtures::fakeDriver;
 using fixtures::kFakeDriver;
 constexpr const char* kMissingDriver = "/nonexistent/chorus-cuda-guard/libcuda.so.1";
-constexpr size_t kCount = 16;  // floats: fits the fake's 4 KiB arrays
+constexpr size_t kCount = 16;  // floats: fits the fake's 4 KiB managed arrays
 
 std::string addressText(const void* ptr) {
   char text[32];

@@ -12,7 +12,7 @@ enum { kFakeDeviceOrdinal = 3 };
 
 /* Host memory the fake calls device memory of GPU 3: a buggy guard would let the CPU
  * executor read it without a crash, so the test also checks that it is left untouched. */
-char fakeDeviceMemory[4096];
+char fakeDeviceMemory[16384];
 /* Managed memory: host-accessible, so collectives may use it. The first array reports
  * host memory; the second reports device memory, as real drivers report cudaMallocManaged
  * memory, so only its IS_MANAGED attribute tells it is host-accessible. */

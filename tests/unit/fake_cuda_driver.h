@@ -17,7 +17,7 @@ inline constexpr const char* kFakeDriver = CHORUS_FAKE_CUDA_DRIVER;
 inline constexpr int kFakeDeviceOrdinal = 3;  // the GPU the fake's device memory is on
 
 struct FakeDriver {
-  char* deviceMemory = nullptr;         // 4 KiB of "device memory of GPU 3"
+  char* deviceMemory = nullptr;         // 16 KiB of "device memory of GPU 3"
   char* managedMemory = nullptr;        // reported as host memory
   char* managedDeviceMemory = nullptr;  // reported as device memory, as real drivers do
   int* cuInitCalls = nullptr;

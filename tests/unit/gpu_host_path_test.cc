@@ -48,6 +48,7 @@ const GpuLaunchHooks kStandIn = {
       return ncclSuccess;
     },
     nullptr,  // P2P FIFOs stay in host memory (gpu_p2p_transport_test.cc puts them on GPUs)
+    nullptr,  // no bound on a kernel's lanes (gpu_kernel_bound_test.cc sets one)
 };
 
 cudaStream_t streamNamed(uintptr_t n) { return reinterpret_cast<cudaStream_t>(n); }
@@ -92,7 +93,7 @@ class GpuHostPathTest : public ::testing::Test {
     return ncclCommInitAll(comms_.data(), n, devs.data());
   }
   fixtures::FakeDriver fake_;
-  float* device_ = nullptr;  // 1024 floats of "device memory"
+  float* device_ = nullptr;  // 4096 floats of "device memory"
   std::vector<ncclComm_t> comms_;
 };
 

@@ -183,6 +183,7 @@ const GpuLaunchHooks kStandIn = {
       return ncclSuccess;
     },
     nullptr,  // set in SetUp
+    nullptr,  // no bound on a kernel's lanes
 };
 
 class GpuP2pTransportTest : public ::testing::Test {

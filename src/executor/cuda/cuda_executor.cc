@@ -34,11 +34,15 @@ class CudaExecutor final : public Executor {
     std::vector<KernelRun> runs;
     CHORUS_CHECK(splitIntoKernelRuns(comm, ops, &runs));
     std::vector<Lane*> lanes;
+    std::vector<std::vector<Lane*>> kernels;
     for (const KernelRun& run : runs) {
       lanes.clear();
       CHORUS_CHECK(buildLanes(comm, run.ops, &lanes));
       if (lanes.empty()) continue;
-      CHORUS_CHECK(enqueue(comm, lanes, run.dtype, run.kind, streams));
+      splitLanesIntoKernels(comm->rank, comm->nranks, comm->kernelLanes, lanes, &kernels);
+      if (kernels.size() > 1) reportSplit(*comm, lanes.size(), kernels);
+      for (const std::vector<Lane*>& kernel : kernels)
+        CHORUS_CHECK(enqueue(comm, kernel, run.dtype, run.kind, streams));
     }
     return ncclSuccess;
   }
@@ -76,7 +80,31 @@ class CudaExecutor final : public Executor {
     return gpu_->stage(comm, lanes, dtype, kind, streams);
   }
 
+  // Once per communicator: a group's lanes did not fit one kernel. A round of two lanes
+  // that alone exceeds the bound (ranks crowding one GPU) may wait for an SM until the
+  // timeout, which deserves a WARN.
+  void reportSplit(const ncclComm& comm, size_t nLanes, const std::vector<std::vector<Lane*>>& kernels) {
+    const size_t bound = static_cast<size_t>(comm.kernelLanes);
+    const bool over = std::any_of(kernels.begin(), kernels.end(), [bound](const auto& k) { return k.size() > bound; });
+    if (over && !warnedOverBound_) {
+      warnedOverBound_ = true;
+      WARN(
+          "CUDA executor: rank %d: a send and a receive of one round need 2 thread blocks side by side, but its GPU "
+          "runs %d of this communicator's at once (fewer SMs than ranks sharing the GPU need); they may wait for "
+          "each other until CHORUS_TIMEOUT",
+          comm.rank, comm.kernelLanes);
+    } else if (!reportedSplit_) {
+      reportedSplit_ = true;
+      INFO(kSubsysColl,
+           "CUDA executor: rank %d: %zu lanes exceed the %d thread blocks its GPU runs at once for this "
+           "communicator: %zu kernels, sends and receives by rounds",
+           comm.rank, nLanes, comm.kernelLanes, kernels.size());
+    }
+  }
+
   std::unique_ptr<GpuComm> gpu_;
+  bool reportedSplit_ = false;
+  bool warnedOverBound_ = false;
   // gpu_, published for asyncError and abort, which other threads may call while the
   // owner creates it (PyTorch's watchdog does).
   std::atomic<GpuComm*> published_{nullptr};
@@ -89,6 +117,12 @@ void setGpuLaunchHooksForTesting(const GpuLaunchHooks* hooks) { gHooks.store(hoo
 const GpuFifoMemory* gpuFifoMemory() {
   const GpuLaunchHooks* hooks = gHooks.load();
   return hooks ? hooks->fifoMemory : backendFifoMemory();
+}
+
+int gpuResidentLanes(int device) {
+  const GpuLaunchHooks* hooks = gHooks.load();
+  if (hooks) return hooks->residentLanes ? hooks->residentLanes(device) : 0;
+  return backendResidentLanes(device);
 }
 
 bool gpuExecutorAvailable(std::string* why) {
@@ -115,6 +149,17 @@ int sharedGpuPeer(const ncclComm& comm) {
   for (const PeerInfo& p : comm.peers)
     if (p.rank != comm.rank && sameGpu(p, self)) return p.rank;
   return -1;
+}
+
+int kernelLaneBudget(const std::vector<PeerInfo>& peers) {
+  int budget = 0;
+  for (const PeerInfo& p : peers) {
+    if (!p.gpuComm || p.gpuLanes <= 0) continue;
+    const auto sharing = std::count_if(peers.begin(), peers.end(), [&p](const PeerInfo& q) { return sameGpu(p, q); });
+    const int share = std::max(1, p.gpuLanes / static_cast<int>(std::max<std::ptrdiff_t>(1, sharing)));
+    budget = budget == 0 ? share : std::min(budget, share);
+  }
+  return budget;
 }
 
 ncclResult_t checkGpusNotShared(const ncclComm& comm) {

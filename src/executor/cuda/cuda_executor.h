@@ -15,6 +15,7 @@
 #include "nccl.h"
 #include "src/executor/executor.h"
 #include "transport/gpu_fifo_memory.h"
+#include "transport/transport.h"
 
 namespace chorus {
 
@@ -34,6 +35,17 @@ ncclResult_t checkGpusNotShared(const ncclComm& comm);
 // Another GPU communicator rank of the same host on the same GPU as `comm`'s rank (by PCI
 // location where known, else by device number), or -1.
 int sharedGpuPeer(const ncclComm& comm);
+
+// How many lanes (thread blocks) of the collective kernel GPU `device` runs at once: what a
+// GPU communicator's rank tells the others at init (PeerInfo::gpuLanes). 0 when not known
+// (no CUDA executor, or the query failed with a WARN).
+int gpuResidentLanes(int device);
+
+// The most lanes one kernel of this communicator may have, the same on every rank (from the
+// all-gathered PeerInfo): the fewest lanes any rank's GPU runs at once, divided among the
+// GPU communicator ranks of the communicator on that GPU (their kernels run side by side).
+// 0: no rank knows, no bound.
+int kernelLaneBudget(const std::vector<PeerInfo>& peers);
 
 // The calling thread's current CUDA device, 0 when there is none (as for a CPU-only run).
 int currentCudaDevice();
@@ -65,7 +77,8 @@ struct GpuLaunchHooks {
   bool (*available)(std::string* why);
   ncclResult_t (*enqueue)(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
                           const std::vector<cudaStream_t>& streams);
-  const GpuFifoMemory* fifoMemory;  // gpuFifoMemory()'s answer
+  const GpuFifoMemory* fifoMemory;   // gpuFifoMemory()'s answer
+  int (*residentLanes)(int device);  // gpuResidentLanes()'s answer; null: 0
 };
 // Replaces gpuExecutorAvailable and the staging of kernels for the process (nothing is
 // then launched); nullptr restores them.

@@ -6,9 +6,11 @@
 #include <mutex>
 
 #include "core/debug.h"
+#include "device/cuda/cuda_launch.h"
 #include "src/comm/comm.h"
 #include "src/executor/cuda/cuda_backend.h"
 #include "src/executor/cuda/cuda_comm.h"
+#include "src/executor/cuda/cuda_scopes.h"
 
 namespace chorus {
 
@@ -27,6 +29,14 @@ bool backendAvailable(std::string* why) {
   });
   if (why) *why = reason;
   return reason.empty();
+}
+
+int backendResidentLanes(int device) {
+  if (!backendAvailable(nullptr)) return 0;
+  DeviceScope scope(device);
+  int blocks = 0;
+  if (prepareCollectiveKernels() != ncclSuccess || residentCollectiveBlocks(&blocks) != ncclSuccess) return 0;
+  return blocks;
 }
 
 int currentCudaDevice() {

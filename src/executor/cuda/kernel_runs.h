@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "device/common/work.h"
 #include "src/enqueue/op.h"
 
 struct ncclComm;
@@ -24,5 +25,18 @@ struct KernelRun {
 // that they run concurrently whatever order each rank called them in (collectives come
 // in the same order on every rank; point-to-point calls need not).
 ncclResult_t splitIntoKernelRuns(const ncclComm* comm, const std::vector<CollOp>& ops, std::vector<KernelRun>* runs);
+
+// Splits the lanes of one run (buildLanes') into kernels of at most `maxLanes` lanes, one
+// block each, for rank `rank` of `nranks`; `maxLanes` 0: no bound, one kernel. A lane that
+// waits for a peer's lane that is not resident never finishes, so a kernel must not have
+// more blocks than the GPU runs at once. The channels' lanes (collectives) go in the first
+// kernel; sends and receives go by round: in round d a rank sends to rank + d and receives
+// from rank - d (to and from itself: round 0), so that its partners have the matching
+// lanes in the same round. Rounds are kept whole and in order: however each rank cuts
+// them, the lowest unfinished round is resident on every rank, so every kernel finishes
+// (NCCL's point-to-point schedule pairs peers the same way). A round that alone exceeds
+// `maxLanes` gets a kernel of its own.
+void splitLanesIntoKernels(int rank, int nranks, int maxLanes, const std::vector<Lane*>& lanes,
+                           std::vector<std::vector<Lane*>>* kernels);
 
 }  // namespace chorus

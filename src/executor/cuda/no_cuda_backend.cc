@@ -12,6 +12,8 @@ bool backendAvailable(std::string* why) {
 
 const GpuFifoMemory* backendFifoMemory() { return nullptr; }
 
+int backendResidentLanes(int) { return 0; }
+
 int currentCudaDevice() { return 0; }
 
 ncclResult_t createGpuComm(const ncclComm&, bool, std::unique_ptr<GpuComm>*) {
