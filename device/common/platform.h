@@ -9,12 +9,15 @@
 // many places per kernel. Inlining each call site multiplied a kernel's code tenfold
 // (4.5 MB of SASS per type and op, 2.5 minutes of nvcc) for calls made once per step.
 #define CHORUS_HD_OUTLINE __host__ __device__ inline __noinline__
+// A short loop of constant trip count unrolled, so that its array stays in registers.
+#define CHORUS_UNROLL _Pragma("unroll")
 #else
 // Plain inline on the host: forcing every primitive and loop inline copied the
 // reduction loops into each of thousands of instantiations (minutes of compile time
 // per protocol) for no measurable gain.
 #define CHORUS_HD inline
 #define CHORUS_HD_OUTLINE inline
+#define CHORUS_UNROLL
 #endif
 
 #include <cstddef>

@@ -10,7 +10,9 @@
 //                                           move in staged blocks rather than one per thread.
 // A team of one runs the plain loops of reduce_ops.h unchanged. A larger team deals out 16-byte packs round robin:
 // thread t takes packs t, t + N, ..., so neighbouring threads touch neighbouring bytes (coalesced on a GPU), and
-// aligned packs move as single 16-byte loads and stores.
+// aligned packs move as single 16-byte loads and stores, kPacksInFlight of a thread's packs loaded before any is
+// stored: a load from another GPU's memory or the host's takes a microsecond or more, and one at a time per thread
+// would leave the link mostly idle.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +42,28 @@ CHORUS_HD void forEachTeamPack(const Exec& exec, size_t n, Body&& body) {
   for (size_t i = static_cast<size_t>(exec.tid()) * kPack; i < n; i += stride) body(i, n - i < kPack ? n - i : kPack);
 }
 
+// Per thread; two for 1-byte types, whose sixteen elements a pack each take a register
+// to reduce: four then spill past the 128 registers a thread of a 512-thread block has.
+template <typename T>
+inline constexpr int kPacksInFlight = sizeof(T) == 1 ? 2 : 4;
+
+// For aligned buffers: calls batch(at, count) for this thread's whole packs, up to
+// kPacksInFlight<T> at a time (at[u]: the first element of the u-th; each batch's loads are
+// issued before its stores), then tail(i, m) on thread 0 for the last partial pack [i, i + m).
+template <typename Exec, typename T, typename Batch, typename Tail>
+CHORUS_HD void forEachTeamPackBatch(const Exec& exec, size_t n, Batch&& batch, Tail&& tail) {
+  constexpr size_t kPack = Pack16<T>::kElems;
+  const size_t packs = n / kPack;
+  const size_t stride = static_cast<size_t>(exec.nthreads());
+  for (size_t p = static_cast<size_t>(exec.tid()); p < packs;) {
+    size_t at[kPacksInFlight<T>];
+    int count = 0;
+    for (; count < kPacksInFlight<T> && p < packs; ++count, p += stride) at[count] = p * kPack;
+    batch(at, count);
+  }
+  if (exec.tid() == 0 && packs * kPack < n) tail(packs * kPack, n - packs * kPack);
+}
+
 }  // namespace detail
 
 // copyArray (reduce_ops.h, dynamic_red_op.h) shared among the team.
@@ -49,16 +73,21 @@ CHORUS_HD_OUTLINE void teamCopy(const Exec& exec, T* dst, const T* src, size_t n
     return copyArray(dst, src, n, op, pre, post);
   } else {
     using P = detail::Pack16<T>;
-    const bool vector = detail::aligned16(dst) && detail::aligned16(src);
-    detail::forEachTeamPack<Exec, T>(exec, n, [&](size_t i, size_t m) {
-      if (vector && m == P::kElems) {
-        P x = *reinterpret_cast<const P*>(src + i);
-        copyArray(x.v, x.v, m, op, pre, post);
-        *reinterpret_cast<P*>(dst + i) = x;
-      } else {
-        copyArray(dst + i, src + i, m, op, pre, post);
+    auto scalar = [&](size_t i, size_t m) { copyArray(dst + i, src + i, m, op, pre, post); };
+    if (!detail::aligned16(dst) || !detail::aligned16(src)) return detail::forEachTeamPack<Exec, T>(exec, n, scalar);
+    auto batch = [&](const size_t* at, int count) {
+      P x[detail::kPacksInFlight<T>] = {};  // only the first `count` are used
+      CHORUS_UNROLL
+      for (int u = 0; u < detail::kPacksInFlight<T>; ++u)
+        if (u < count) x[u] = *reinterpret_cast<const P*>(src + at[u]);
+      CHORUS_UNROLL
+      for (int u = 0; u < detail::kPacksInFlight<T>; ++u) {
+        if (u >= count) continue;
+        copyArray(x[u].v, x[u].v, P::kElems, op, pre, post);
+        *reinterpret_cast<P*>(dst + at[u]) = x[u];
       }
-    });
+    };
+    detail::forEachTeamPackBatch<Exec, T>(exec, n, batch, scalar);
   }
 }
 
@@ -70,17 +99,25 @@ CHORUS_HD_OUTLINE void teamReduce(const Exec& exec, T* dst, const T* a, const T*
     return reduceArrays(dst, a, b, n, op, preA, preB, postDst);
   } else {
     using P = detail::Pack16<T>;
-    const bool vector = detail::aligned16(dst) && detail::aligned16(a) && detail::aligned16(b);
-    detail::forEachTeamPack<Exec, T>(exec, n, [&](size_t i, size_t m) {
-      if (vector && m == P::kElems) {
-        P x = *reinterpret_cast<const P*>(a + i);
-        const P y = *reinterpret_cast<const P*>(b + i);
-        reduceArrays(x.v, x.v, y.v, m, op, preA, preB, postDst);
-        *reinterpret_cast<P*>(dst + i) = x;
-      } else {
-        reduceArrays(dst + i, a + i, b + i, m, op, preA, preB, postDst);
+    auto scalar = [&](size_t i, size_t m) { reduceArrays(dst + i, a + i, b + i, m, op, preA, preB, postDst); };
+    if (!detail::aligned16(dst) || !detail::aligned16(a) || !detail::aligned16(b))
+      return detail::forEachTeamPack<Exec, T>(exec, n, scalar);
+    auto batch = [&](const size_t* at, int count) {
+      P x[detail::kPacksInFlight<T>] = {}, y[detail::kPacksInFlight<T>] = {};  // the first `count` are used
+      CHORUS_UNROLL
+      for (int u = 0; u < detail::kPacksInFlight<T>; ++u) {
+        if (u >= count) continue;
+        x[u] = *reinterpret_cast<const P*>(a + at[u]);
+        y[u] = *reinterpret_cast<const P*>(b + at[u]);
       }
-    });
+      CHORUS_UNROLL
+      for (int u = 0; u < detail::kPacksInFlight<T>; ++u) {
+        if (u >= count) continue;
+        reduceArrays(x[u].v, x[u].v, y[u].v, P::kElems, op, preA, preB, postDst);
+        *reinterpret_cast<P*>(dst + at[u]) = x[u];
+      }
+    };
+    detail::forEachTeamPackBatch<Exec, T>(exec, n, batch, scalar);
   }
 }
 
