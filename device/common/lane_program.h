@@ -22,13 +22,16 @@ CHORUS_HD DynamicRedOp<T> opOf(const RedOpArgs& a, DynamicRedOp<T>*) {
   return {a.kind, scalarOf<T>(a), a.divisor};
 }
 
+// Every thread reads the item from exec.teamItem: the lane's items are in memory the GPU
+// reads over PCIe (mapped host memory), one read per field and thread otherwise; the
+// copy is the team's, refilled after the barrier that starts each item.
 // Stops at the first item after a failure (of this team or, as exec.failed() sees it,
 // of another lane), every thread of the team at the same item.
 template <typename T, typename Op, typename Exec>
 CHORUS_HD void runLaneAsTeam(Exec& exec, const CommView& comm, const WorkItem* items, int nItems) {
   for (int i = 0; i < nItems; ++i) {
     if (!exec.teamAll(!exec.failed())) return;
-    const WorkItem& w = items[i];
+    const WorkItem& w = exec.teamItem(items[i]);
     const Op op = opOf<T>(w.op, static_cast<Op*>(nullptr));
     switch (w.proto) {
       case Protocol::Simple:

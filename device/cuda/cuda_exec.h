@@ -67,6 +67,18 @@ class CudaExec {
   __device__ void teamSync() const { __syncthreads(); }
   __device__ bool teamAll(bool v) const { return __syncthreads_and(v ? 1 : 0) != 0; }
 
+  // `item` copied word by word into the block's shared memory by its threads, for all of
+  // them to read (lane_program.h); called by every thread, after a team barrier that every
+  // thread passed once done with the previous item.
+  __device__ const WorkItem& teamItem(const WorkItem& item) const {
+    static_assert(sizeof(WorkItem) % sizeof(uint64_t) == 0 && alignof(WorkItem) >= alignof(uint64_t));
+    constexpr int kWords = sizeof(WorkItem) / sizeof(uint64_t);
+    __shared__ uint64_t copy[kWords];  // words: a __shared__ variable takes no constructor
+    for (int i = tid(); i < kWords; i += nthreads()) copy[i] = reinterpret_cast<const uint64_t*>(&item)[i];
+    __syncthreads();
+    return *reinterpret_cast<const WorkItem*>(copy);
+  }
+
   template <typename Cond>
   __device__ bool waitUntil(Cond&& cond, const FifoEnd& end) {
     uint64_t start = 0;

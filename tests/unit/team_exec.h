@@ -20,6 +20,7 @@ struct TeamState {
   // slot (r + 2) % 3 (read in round r - 1 by threads that have all passed round r's
   // barrier, written next in round r + 2, after thread 0 has passed round r + 1).
   std::atomic<bool> someFalse[3] = {false, false, false};
+  WorkItem item{};  // teamItem's copy, as a GPU block's shared memory holds it
 };
 
 class TeamExec {
@@ -49,6 +50,15 @@ class TeamExec {
     if (tid_ == 0) team_.someFalse[(round_ + 2) % 3].store(false);
     ++round_;
     return all;
+  }
+
+  // As CudaExec::teamItem: the team's copy, filled word by word by its threads.
+  const WorkItem& teamItem(const WorkItem& item) {
+    constexpr int kWords = sizeof(WorkItem) / sizeof(uint64_t);
+    for (int i = tid_; i < kWords; i += nthreads_)
+      reinterpret_cast<uint64_t*>(&team_.item)[i] = reinterpret_cast<const uint64_t*>(&item)[i];
+    teamSync();
+    return team_.item;
   }
 
   template <typename Cond>
