@@ -60,6 +60,13 @@ constexpr Setting kSettings[] = {
     {"NCCL_P2P_LEVEL", kString, "", kHonoured,
      "farthest path (LOC, NVL, PIX, PXB, PHB, SYS or 0-4; default PXB) over which GPUs of one host write each "
      "other's FIFOs in GPU memory; farther pairs use host memory"},
+    {"NCCL_NET_GDR_LEVEL", kString, "", kHonoured,
+     "farthest path (LOC, PIX, PXB, PHB, SYS or 0-4; default PXB) between a GPU and the NIC that reads or writes "
+     "a GPU communicator's network slots in its memory (GPUDirect RDMA, where the net takes GPU memory)"},
+    {"NCCL_NET_GDR_READ", kInt64, "", kHonoured,
+     "1: senders' network slots in GPU memory too (the NIC reads them); default 1 where the GPU's ring is NVLink"},
+    {"NCCL_GDR_FLUSH_DISABLE", kInt64, "0", kHonoured,
+     "1: data the NIC wrote into GPU memory is not flushed (cudaDeviceFlushGPUDirectRDMAWrites) before kernels read it"},
     {"NCCL_ALGO", kString, "", kHonoured, "algorithms allowed: Ring, Tree (lists, ^ excludes)"},
     {"NCCL_PROTO", kString, "", kHonoured, "protocols allowed: LL, LL128, Simple (lists, ^ excludes)"},
     {"NCCL_TUNER_PLUGIN", kString, "", kHonoured,
@@ -101,9 +108,6 @@ constexpr Setting kSettings[] = {
     {"NCCL_PROFILER_PLUGIN", kString, "", kHonoured,
      "none, a name (libnccl-profiler-<name>.so) or a path; unset tries libnccl-profiler.so"},
     // NCCL's, not honoured: each names why.
-    {"NCCL_NET_GDR_LEVEL", kString, "", kNotHonoured,
-     "GPUDirect RDMA is not implemented; buffers go through host memory", "LOC,0"},
-    {"NCCL_NET_GDR_READ", kInt64, "0", kNotHonoured, "GPUDirect RDMA is not implemented", "0"},
     {"NCCL_GRAPH_FILE", kString, "", kNotHonoured,
      "rings and trees come from Chorus' own search; a graph file is not read", ""},
     {"NCCL_NTHREADS", kInt64, "512", kNotHonoured, "the CUDA kernels' block size is fixed", ""},

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace chorus {
@@ -41,6 +42,15 @@ class GpuFifoMemory {
   virtual void* importHandle(int device, const char (&handle)[kIpcHandleBytes], std::string* why) const = 0;
   // Ends a mapping made by importFd or importHandle.
   virtual void closeImported(int device, void* memory) const = 0;
+
+  // GPUDirect RDMA: the network transport's buffers in GPU memory, which the NIC reads and
+  // writes. A dma-buf file descriptor covering [memory, memory + bytes) of allocate()'s
+  // (unshared) memory, for the NIC's registration (ibv_reg_dmabuf_mr; the caller closes
+  // it), with `*offset` of `memory` in it; -1 with `*why` where the GPU or driver has none.
+  virtual int dmaBufFd(int device, void* memory, size_t bytes, uint64_t* offset, std::string* why) const = 0;
+  // Makes what the NIC wrote into GPU `device`'s memory so far visible to its kernels before
+  // the proxy publishes it (cudaDeviceFlushGPUDirectRDMAWrites); false with `*why`.
+  virtual bool flushRdmaWrites(int device, std::string* why) const = 0;
 };
 
 }  // namespace chorus

@@ -15,9 +15,16 @@ namespace {
 
 static_assert(sizeof(ConnectHandle::netHandle) == kNetHandleSize, "ConnectHandle must hold a net handle");
 
+// Where one end of a connection leaves: the net's device and, for a GPU communicator, the
+// path from its GPU to that device's NIC (a PathType; -1: unknown).
+struct NetRoute {
+  int dev = 0;
+  int nicPath = -1;
+};
+
 // A GPU communicator's connections leave through the NIC nearest its GPU (LinkContext);
 // the others are spread over the net's devices by peer rank.
-int deviceFor(Net& net, int peerRank, const LinkContext& link) {
+NetRoute routeFor(Net& net, int peerRank, const LinkContext& link) {
   int count = 1;
   if (net.devices(&count) != ncclSuccess || count < 1) count = 1;
   std::vector<std::string> names(static_cast<size_t>(count));
@@ -27,16 +34,47 @@ int deviceFor(Net& net, int peerRank, const LinkContext& link) {
       if (net.getProperties(d, &props) == ncclSuccess) names[static_cast<size_t>(d)] = props.name;
     }
   }
-  return netDeviceFor(names, link.nearNics, peerRank);
+  NetRoute route;
+  int near = -1;
+  route.dev = netDeviceFor(names, link.nearNics, peerRank, &near);
+  if (near >= 0 && link.nearNicPaths != nullptr && near < static_cast<int>(link.nearNicPaths->size()))
+    route.nicPath = (*link.nearNicPaths)[static_cast<size_t>(near)];
+  return route;
+}
+
+// This end's slots: on its GPU where GPUDirect RDMA serves the connection (transport.h's
+// netBuffersOnGpu), else host memory, with an INFO line saying why for a GPU communicator.
+// A receiving end must also be able to flush the NIC's writes (NCCL_GDR_FLUSH_DISABLE=1:
+// not needed).
+NetGpuSlots gpuSlotsFor(Net& net, const NetRoute& route, const PeerInfo& self, const PeerInfo& peer,
+                        const LinkContext& link, bool sending) {
+  if (link.gpuMemory == nullptr) return {};
+  NetProperties props;
+  const int ptrSupport = net.getProperties(route.dev, &props) == ncclSuccess ? props.ptrSupport : kNetPtrHost;
+  std::string why;
+  NetGpuSlots slots{link.gpuMemory, self.cudaDev, (ptrSupport & kNetPtrDmaBuf) != 0,
+                    envInt("NCCL_GDR_FLUSH_DISABLE", 0) == 0};
+  bool gdr = netBuffersOnGpu(self, link, ptrSupport, route.nicPath, sending, &why);
+  if (gdr && !sending && slots.flush && !slots.memory->flushRdmaWrites(slots.device, &why)) {
+    why = "the NIC's writes cannot be flushed: " + why;
+    gdr = false;
+  }
+  if (!gdr) {
+    INFO(kSubsysNet | kSubsysInit, "NET: rank %d's slots for the connection %s rank %d are host memory: %s", self.rank,
+         sending ? "to" : "from", peer.rank, why.c_str());
+    return {};
+  }
+  return slots;
 }
 
 ncclResult_t makeConnection(Net& net, const FifoLayout& layout, const PeerInfo& peer, bool sending,
-                            std::unique_ptr<NetConnection>* out) {
-  auto conn = std::make_unique<NetConnection>(net, layout, peer.rank, sending);
+                            const NetGpuSlots& gpu, std::unique_ptr<NetConnection>* out) {
+  std::string why;
+  auto conn = std::make_unique<NetConnection>(net, layout, peer.rank, sending, gpu, &why);
   if (!conn->allocated()) {
-    WARN("NET: allocating %zu bytes for the connection %s rank %d failed", FifoEnd::proxiedBytes(layout),
-         sending ? "to" : "from", peer.rank);
-    return ncclSystemError;
+    WARN("NET: allocating %zu bytes for the connection %s rank %d failed: %s", FifoEnd::proxiedBytes(layout),
+         sending ? "to" : "from", peer.rank, why.c_str());
+    return gpu.memory != nullptr ? ncclUnhandledCudaError : ncclSystemError;
   }
   *out = std::move(conn);
   return ncclSuccess;
@@ -60,8 +98,7 @@ int netSlots(const FifoLayout& layout) {
 }
 
 void fillEnd(NetConnection& conn, const FifoLayout& layout, int peer, FifoEnd* end) {
-  *end = FifoEnd{};
-  end->attachProxied(conn.memory(), layout);
+  conn.attach(layout, end);
   end->peer = peer;
   end->peerPid = 0;  // possibly another host: the network says when it is gone
   end->drive = &NetConnection::drive;
@@ -82,12 +119,13 @@ class NetTransport : public Transport {
     layout.nSlots = netSlots(memoryLayout);
     Net* net = netNamed(self.netName);
     if (net == nullptr) return ncclSystemError;
+    const NetRoute route = routeFor(*net, peer.rank, link);
     std::unique_ptr<NetConnection> conn;
-    CHORUS_CHECK(makeConnection(*net, layout, peer, false, &conn));
+    CHORUS_CHECK(makeConnection(*net, layout, peer, false, gpuSlotsFor(*net, route, self, peer, link, false), &conn));
     memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::Net;
     handle->layout = layout;
-    CHORUS_CHECK(conn->listen(deviceFor(*net, peer.rank, link), handle->netHandle));
+    CHORUS_CHECK(conn->listen(route.dev, handle->netHandle));
     fillEnd(*conn, layout, peer.rank, end);
     conn->start();
     *resource = std::move(conn);
@@ -99,11 +137,13 @@ class NetTransport : public Transport {
                             std::unique_ptr<ConnectionResource>* resource) const override {
     Net* net = netNamed(self.netName);
     if (net == nullptr) return ncclSystemError;
+    const NetRoute route = routeFor(*net, peer.rank, link);
     std::unique_ptr<NetConnection> conn;
-    CHORUS_CHECK(makeConnection(*net, handle.layout, peer, true, &conn));
+    CHORUS_CHECK(
+        makeConnection(*net, handle.layout, peer, true, gpuSlotsFor(*net, route, self, peer, link, true), &conn));
     NetCommConfig config;
     config.trafficClass = self.trafficClass;
-    conn->setPeerHandle(deviceFor(*net, peer.rank, link), handle.netHandle, config);
+    conn->setPeerHandle(route.dev, handle.netHandle, config);
     fillEnd(*conn, handle.layout, peer.rank, end);
     conn->start();
     *resource = std::move(conn);

@@ -77,12 +77,25 @@ struct LinkContext {
   bool peerWritesMine = false;                         // the peer's GPU can write this rank's GPU memory
   const GpuFifoMemory* gpuMemory = nullptr;            // null: the FIFO stays in host memory
   const std::vector<std::string>* nearNics = nullptr;  // the topology's names, nearest first; null: none known
+  const std::vector<int>* nearNicPaths = nullptr;      // the path (a PathType) from this GPU to each of nearNics
 };
 
 // The device of a net with devices named `deviceNames` that a connection to `peerRank`
 // uses: the first of `nearNics` (a NIC's name, matching a device named so or "name:port")
 // that the net has, else the devices dealt by peer rank.
-int netDeviceFor(const std::vector<std::string>& deviceNames, const std::vector<std::string>* nearNics, int peerRank);
+// `*nearIndex` (where given): the index in nearNics of the NIC chosen, or -1.
+int netDeviceFor(const std::vector<std::string>& deviceNames, const std::vector<std::string>* nearNics, int peerRank,
+                 int* nearIndex = nullptr);
+
+// GPUDirect RDMA at one end of a NET connection: whether that end's buffers are its GPU's
+// memory, which the NIC reads (`sending`) or writes. Each end decides alone, since each has
+// a FIFO of its own. Yes when this rank is a GPU communicator (link.gpuMemory), the net's
+// device takes GPU memory (`ptrSupport` has kNetPtrCuda), and the path from the GPU to that
+// NIC (`nicPath`, a PathType; -1: unknown) is within NCCL_NET_GDR_LEVEL (default PXB, as
+// NCCL's); reads also need NCCL_NET_GDR_READ (default: on where the GPU's ring is NVLink, as
+// NCCL's). Otherwise `*why` says which.
+bool netBuffersOnGpu(const PeerInfo& self, const LinkContext& link, int ptrSupport, int nicPath, bool sending,
+                     std::string* why);
 
 // Whether the receiver of `link` keeps the FIFO's buffers in its GPU memory: both are GPU
 // communicators, NCCL_P2P_DISABLE is not set, their GPUs are within NCCL_P2P_LEVEL, and the

@@ -164,10 +164,15 @@ struct FifoEnd {
   }
   // Points this end at a proxied FIFO's memory (see proxiedBytes).
   void attachProxied(void* base, const FifoLayout& layout) {
-    ctrl = static_cast<StepFifoControl*>(base);
+    attachProxiedApart(static_cast<StepFifoControl*>(base), static_cast<char*>(base) + sizeof(StepFifoControl), layout);
+  }
+  // The same with the slots at `slots`, apart from the control block (GPU memory the NIC
+  // reads or writes: the caller sets gpuBuffers).
+  void attachProxiedApart(StepFifoControl* control, void* slots, const FifoLayout& layout) {
+    ctrl = control;
     const size_t stride = proxiedStride(layout);
     for (int p = 0; p < kNumProtocols; ++p) {
-      buffs[p] = static_cast<char*>(base) + sizeof(StepFifoControl);
+      buffs[p] = static_cast<char*>(slots);
       slotBytes[p] = layout.slotBytes[p];
       slotStride[p] = stride;
     }

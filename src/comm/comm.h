@@ -109,6 +109,7 @@ struct ncclComm {
   // default LinkContext for ranks of other hosts and CPU communicator ranks.
   std::vector<chorus::LinkContext> gpuLinks;
   std::vector<std::string> nearNics;  // the NICs nearest its GPU, by the topology (LinkContext::nearNics)
+  std::vector<int> nearNicPaths;      // ... and the path (a PathType) from its GPU to each
   // A GPU communicator's most lanes per kernel (kernelLaneBudget; 0: no bound): its channels
   // are at most this many, and a group's sends and receives beyond it become more kernels.
   int kernelLanes = 0;

@@ -206,20 +206,25 @@ uint64_t gpuReachOf(const ncclComm* comm, const topo::GpuRoute& route) {
   return reach;
 }
 
-// What the transports are told of each rank: the NICs nearest this rank's GPU and, for GPU
-// communicator ranks of this host, the CUDA backend's memory, the path between the GPUs (by
-// their places in the topology, else the same device), and whether that rank's GPU can
-// write this one's.
+// What the transports are told of each rank: the NICs nearest this rank's GPU and their
+// paths, the CUDA backend's memory and, for GPU communicator ranks of this host, the path
+// between the GPUs (by their places in the topology, else the same device), and whether
+// that rank's GPU can write this one's.
 void linkGpuPeers(ncclComm* comm, const topo::GpuRoute& route) {
   const PeerInfo& self = comm->peers[comm->rank];
   const GpuFifoMemory* memory = gpuFifoMemory();
   comm->nearNics = route.nearNics;
+  comm->nearNicPaths.clear();
+  for (PathType path : route.nearNicPaths) comm->nearNicPaths.push_back(static_cast<int>(path));
   comm->gpuLinks.assign(comm->nranks, LinkContext{});
   for (const PeerInfo& p : comm->peers) {
     LinkContext& link = comm->gpuLinks[p.rank];
-    if (!comm->nearNics.empty()) link.nearNics = &comm->nearNics;
+    if (!comm->nearNics.empty()) {
+      link.nearNics = &comm->nearNics;
+      link.nearNicPaths = &comm->nearNicPaths;
+    }
+    link.gpuMemory = memory;  // this rank's network buffers may be GPU memory (GPUDirect RDMA)
     if (!p.gpuComm || p.hostHash != self.hostHash) continue;
-    link.gpuMemory = memory;
     const bool placed = p.topoGpu >= 0 && self.topoGpu >= 0 && p.topoGpu < static_cast<int>(route.pathToGpu.size());
     if (placed) {
       link.gpuPath = static_cast<int>(route.pathToGpu[p.topoGpu]);

@@ -101,10 +101,15 @@ ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route) {
     if (ring.order[i] == gpu) route->position = static_cast<int>(i);
   route->gpuName = system.node(gpu).id;
   const int dealt = system.nearestNic(gpu);
-  if (dealt >= 0) route->nearNics = system.node(dealt).netNames;
+  auto addNic = [&](int nic) {
+    for (const std::string& name : system.node(nic).netNames) {
+      route->nearNics.push_back(name);
+      route->nearNicPaths.push_back(system.path(gpu, nic).type);
+    }
+  };
+  if (dealt >= 0) addNic(dealt);
   for (int nic : system.nearestNics(gpu))
-    if (nic != dealt)
-      route->nearNics.insert(route->nearNics.end(), system.node(nic).netNames.begin(), system.node(nic).netNames.end());
+    if (nic != dealt) addNic(nic);
   for (size_t i = 0; i < system.gpus().size(); ++i) {
     const int other = system.gpus()[i];
     if (other == gpu) route->topoGpu = static_cast<int>(i);

@@ -37,6 +37,8 @@ struct GpuRoute {
   // The network ports of the NICs nearest this GPU, the one dealt to it first
   // (TopoSystem::nearestNic): where its network connections leave.
   std::vector<std::string> nearNics;
+  // The path from this GPU to each of nearNics' NICs (NCCL_NET_GDR_LEVEL is compared with it).
+  std::vector<PathType> nearNicPaths;
 };
 // What one channel (one thread block) of NCCL's moves over NVLink on Hopper: NCCL runs 16
 // channels over a DGX H100's 18 NVLinks (371 GB/s), about 23 GB/s each.

@@ -55,6 +55,11 @@ ncclResult_t pluginGetProperties(int dev, Props* props) {
   ncclResult_t result = net->getProperties(dev, stored.get());
   if (result != ncclSuccess) return result;
   *props = Props{};
+  // Posing as a NIC with GPUDirect RDMA, for the GPU host-path tests (the GPU memory there
+  // is host memory): CHORUS_TEST_NET_DEVICE_NAME names the devices as the topology's NICs,
+  // CHORUS_TEST_NET_PTR_SUPPORT gives the NCCL_PTR_* flags.
+  if (const char* name = getenv("CHORUS_TEST_NET_DEVICE_NAME")) stored->name = name;
+  if (const char* ptr = getenv("CHORUS_TEST_NET_PTR_SUPPORT")) stored->ptrSupport = atoi(ptr);
   props->name = stored->name.data();
   props->pciPath = stored->pciPath.empty() ? nullptr : stored->pciPath.data();
   props->guid = stored->guid;
@@ -85,8 +90,36 @@ ncclResult_t pluginAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle
                      reinterpret_cast<chorus::NetRecvComm**>(recvComm));
 }
 
+}  // namespace
+
+// What the GPU host-path tests ask of the plugin: registrations of "GPU" memory, plain and
+// by dma-buf (the test finds these with dlsym).
+extern "C" {
+__attribute__((visibility("default"))) int chorusTestNetCudaRegistrations = 0;
+__attribute__((visibility("default"))) int chorusTestNetDmaBufRegistrations = 0;
+}
+
+namespace {
+
+bool posesWithCuda() {
+  const char* ptr = getenv("CHORUS_TEST_NET_PTR_SUPPORT");
+  return ptr != nullptr && (atoi(ptr) & chorus::kNetPtrCuda) != 0;
+}
+
 ncclResult_t pluginRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (type == chorus::kNetPtrCuda && posesWithCuda()) {
+    __atomic_add_fetch(&chorusTestNetCudaRegistrations, 1, __ATOMIC_RELAXED);
+    type = chorus::kNetPtrHost;  // the stand-in's GPU memory is host memory
+  }
   return net->regMr(comm, data, size, type, reinterpret_cast<chorus::NetMemHandle**>(mhandle));
+}
+
+// A dma-buf registration: the descriptor must be open, and the memory is then registered
+// as the host memory it is.
+ncclResult_t pluginRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t, int fd, void** mhandle) {
+  if (type != chorus::kNetPtrCuda || !posesWithCuda() || fcntl(fd, F_GETFD) < 0) return ncclInvalidArgument;
+  __atomic_add_fetch(&chorusTestNetDmaBufRegistrations, 1, __ATOMIC_RELAXED);
+  return net->regMr(comm, data, size, chorus::kNetPtrHost, reinterpret_cast<chorus::NetMemHandle**>(mhandle));
 }
 
 ncclResult_t pluginDeregMr(void* comm, void* mhandle) {
@@ -240,7 +273,7 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v10_t ncclNetPlu
     .connect = pluginConnectV10,
     .accept = pluginAccept,
     .regMr = pluginRegMr,
-    .regMrDmaBuf = nullptr,
+    .regMrDmaBuf = pluginRegMrDmaBuf,
     .deregMr = pluginDeregMr,
     .isend = pluginIsendV10,
     .irecv = pluginIrecvV10,
@@ -265,7 +298,7 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v11_t ncclNetPlu
     .connect = pluginConnectV11,
     .accept = pluginAccept,
     .regMr = pluginRegMr,
-    .regMrDmaBuf = nullptr,
+    .regMrDmaBuf = pluginRegMrDmaBuf,
     .deregMr = pluginDeregMr,
     .isend = pluginIsendV10,
     .irecv = pluginIrecvV10,
@@ -292,7 +325,7 @@ extern "C" __attribute__((visibility("default"))) const ncclNet_v8_t ncclNetPlug
     .connect = pluginConnect,
     .accept = pluginAccept,
     .regMr = pluginRegMr,
-    .regMrDmaBuf = nullptr,
+    .regMrDmaBuf = pluginRegMrDmaBuf,
     .deregMr = pluginDeregMr,
     .isend = pluginIsendV8,
     .irecv = pluginIrecv,

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "core/cuda_driver_api.h"
-#include "device/cpu/lane_runner.h"
 #include "fake_cuda_driver.h"
 #include "nccl.h"
+#include "running_gpu_stand_in.h"
 #include "src/comm/comm.h"
 #include "src/executor/cuda/cuda_executor.h"
 #include "src/executor/cuda/kernel_runs.h"
@@ -127,38 +127,14 @@ TEST(KernelLaneBound, ChannelsGoFirstAndARoundBeyondTheBoundGetsAKernelOfItsOwn)
 
 // ---- The whole path, with a stand-in GPU that runs what it is given ----
 
-// The staged kernels of each rank, in order: each kernel's lanes, copied (the plan's
-// lanes are reused by the next call).
-std::map<int, std::vector<std::vector<Lane>>> gKernels;
 constexpr int kGpuLanes = 12;  // the stand-in GPU runs 12 blocks at once
 
 const GpuLaunchHooks kRunningStandIn = {
     [](std::string*) { return true; },
-    [](ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t, RedKind, const std::vector<cudaStream_t>&) {
-      std::vector<Lane> kernel;
-      for (const Lane* l : lanes) kernel.push_back(*l);
-      gKernels[comm->rank].push_back(std::move(kernel));
-      return ncclSuccess;
-    },
+    fixtures::keepKernel,
     nullptr,
     [](int) { return kGpuLanes; },
 };
-
-// Runs rank `rank`'s kernels one after the other, each kernel's lanes side by side (all
-// resident), as the GPU would; the first failure ends it.
-ncclResult_t runKernels(ncclComm* comm, const std::vector<std::vector<Lane>>& kernels, double timeoutSec) {
-  ExecContext ctx;
-  ctx.configure(&comm->abortFlag, &comm->revokeFlag, comm->rank, timeoutSec, comm->nranks);
-  for (const std::vector<Lane>& kernel : kernels) {
-    std::vector<HostLane> hostLanes;
-    for (const Lane& l : kernel) hostLanes.push_back(HostLane{&l, &ctx});
-    std::vector<const HostLane*> pointers;
-    for (const HostLane& h : hostLanes) pointers.push_back(&h);
-    CHORUS_CHECK(runHostLanes(pointers));
-    if (ctx.failed()) return static_cast<ncclResult_t>(ctx.result.load());
-  }
-  return ncclSuccess;
-}
 
 class GpuKernelBoundTest : public ::testing::Test {
  protected:
@@ -168,7 +144,7 @@ class GpuKernelBoundTest : public ::testing::Test {
   void SetUp() override {
     setenv(kCudaDriverLibraryEnv, fixtures::kFakeDriver, 1);  // before the first Chorus call
     setGpuLaunchHooksForTesting(&kRunningStandIn);
-    gKernels.clear();
+    fixtures::gKernels.clear();
     // Point-to-point FIFOs of two 64-byte Simple slots: a send of 160 bytes waits for its
     // receiver to drain them.
     setenv("CHORUS_ALLOW_SHARED_GPU", "1", 1);
@@ -214,7 +190,7 @@ class GpuKernelBoundTest : public ::testing::Test {
     std::vector<ncclResult_t> results(kRanks, ncclSuccess);
     std::vector<std::thread> threads;
     for (int r = 0; r < kRanks; ++r)
-      threads.emplace_back([&, r] { results[r] = runKernels(comms_[r], gKernels[r], timeoutSec); });
+      threads.emplace_back([&, r] { results[r] = fixtures::runKernels(comms_[r], fixtures::gKernels[r], timeoutSec); });
     for (std::thread& t : threads) t.join();
     return results;
   }
@@ -232,8 +208,8 @@ TEST_F(GpuKernelBoundTest, RanksSharingAGpuSplitItsBlocksAndTheirKernelsStayWith
   allToAll();
   for (int r = 0; r < kRanks; ++r) {
     // Its copy and round 1, then round 2, then round 3.
-    ASSERT_EQ(gKernels[r].size(), 3u) << "rank " << r;
-    for (const std::vector<Lane>& kernel : gKernels[r]) EXPECT_LE(kernel.size(), 3u);
+    ASSERT_EQ(fixtures::gKernels[r].size(), 3u) << "rank " << r;
+    for (const std::vector<Lane>& kernel : fixtures::gKernels[r]) EXPECT_LE(kernel.size(), 3u);
   }
   const std::vector<ncclResult_t> results = runEveryRank(20);
   for (int r = 0; r < kRanks; ++r) {
@@ -248,7 +224,7 @@ TEST_F(GpuKernelBoundTest, RanksSharingAGpuSplitItsBlocksAndTheirKernelsStayWith
 // full FIFOs; the wait ends at the timeout. Without it the test above could not fail.
 TEST_F(GpuKernelBoundTest, TheSameLanesCutByPeerWouldWaitForever) {
   allToAll();
-  for (auto& [rank, kernels] : gKernels) {
+  for (auto& [rank, kernels] : fixtures::gKernels) {
     std::vector<Lane> all;
     for (const std::vector<Lane>& k : kernels) all.insert(all.end(), k.begin(), k.end());
     std::stable_sort(all.begin(), all.end(), [](const Lane& a, const Lane& b) {

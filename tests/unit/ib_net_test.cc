@@ -400,7 +400,14 @@ TEST_P(IbNetArguments, MemoryRegistration) {
   EXPECT_EQ(mhandle, nullptr);
 #if CHORUS_HAVE_IBVERBS
   expectInvalid(net_->regMr(garbage_.data(), nullptr, 64, kNetPtrHost, &mhandle), "null data");
-  expectInvalid(net_->regMr(garbage_.data(), buffer.data(), buffer.size(), kNetPtrCuda, &mhandle), "memory type 2");
+  // GPU memory is registered too (through nvidia-peermem, or a dma-buf): the comm is what is wrong.
+  expectInvalid(net_->regMr(garbage_.data(), buffer.data(), buffer.size(), kNetPtrCuda, &mhandle), "not a");
+  expectInvalid(net_->regMr(garbage_.data(), buffer.data(), buffer.size(), 8, &mhandle), "memory type 8");
+  expectInvalid(net_->regMrDmaBuf(garbage_.data(), buffer.data(), buffer.size(), kNetPtrHost, 0, 3, &mhandle),
+                "memory type 1");
+  expectInvalid(net_->regMrDmaBuf(garbage_.data(), buffer.data(), buffer.size(), kNetPtrCuda, 0, -1, &mhandle),
+                "no dma-buf descriptor");
+  expectInvalid(net_->regMrDmaBuf(garbage_.data(), buffer.data(), buffer.size(), kNetPtrCuda, 0, 3, &mhandle), "not a");
   expectInvalid(net_->deregMr(garbage_.data(), nullptr), "null comm or mhandle");
 #endif
   expectInvalid(net_->deregMr(nullptr, reinterpret_cast<NetMemHandle*>(garbage_.data())), "deregMr");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "core/debug.h"
@@ -22,15 +23,36 @@ IbComm::IbComm(bool sending, const IbPort& port, IbCq cq, IbQp qp, TcpStream str
   for (IbRequest& request : pool_) request.comm = this;
 }
 
+namespace {
+constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+}  // namespace
+
 ncclResult_t IbComm::registerMemory(void* data, size_t size, NetMemHandle** handle) {
+  return keepRegistration(
+      data, size, [&] { return device_->api().regMr(device_->pd(), data, size, kAccess); }, "ibv_reg_mr", handle);
+}
+
+ncclResult_t IbComm::registerDmaBuf(void* data, size_t size, uint64_t offset, int fd, NetMemHandle** handle) {
+  const IbVerbsApi& api = device_->api();
+  if (api.regDmabufMr == nullptr) {
+    WARN("NET/IB : dma-buf registration asked of %s, but this libibverbs has no ibv_reg_dmabuf_mr", portName_.c_str());
+    return ncclInvalidUsage;
+  }
+  return keepRegistration(
+      data, size,
+      [&] { return api.regDmabufMr(device_->pd(), offset, size, reinterpret_cast<uintptr_t>(data), fd, kAccess); },
+      "ibv_reg_dmabuf_mr", handle);
+}
+
+ncclResult_t IbComm::keepRegistration(void* data, size_t size, const std::function<ibv_mr*()>& reg, const char* call,
+                                      NetMemHandle** handle) {
   auto memory = std::make_unique<IbMemory>();
   memory->begin = reinterpret_cast<uintptr_t>(data);
   memory->length = size;
   if (size > 0) {
-    constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    memory->mr = IbMr(&device_->api(), device_->api().regMr(device_->pd(), data, size, kAccess));
+    memory->mr = IbMr(&device_->api(), reg());
     if (!memory->mr) {
-      WARN("NET/IB : ibv_reg_mr(%p, %zu bytes) on %s failed: %s", data, size, portName_.c_str(), strerror(errno));
+      WARN("NET/IB : %s(%p, %zu bytes) on %s failed: %s", call, data, size, portName_.c_str(), strerror(errno));
       return ncclSystemError;
     }
   }

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -66,6 +67,8 @@ class IbComm {
 
   // One MR per call, on the comm's device, with local write and remote read/write access.
   ncclResult_t registerMemory(void* data, size_t size, NetMemHandle** handle);
+  // The same for GPU memory behind a dma-buf: `fd` covers `data` at `offset` (ibv_reg_dmabuf_mr).
+  ncclResult_t registerDmaBuf(void* data, size_t size, uint64_t offset, int fd, NetMemHandle** handle);
   ncclResult_t deregisterMemory(NetMemHandle* handle);
 
   // Posts a send (or receive) of `size` bytes at `data`, which must lie inside `handle`'s
@@ -75,6 +78,9 @@ class IbComm {
   ncclResult_t test(IbRequest* request, int* done, int* size);
 
  private:
+  // Registers [data, data + size) with `reg` (named `call` in the WARN) and keeps the MR.
+  ncclResult_t keepRegistration(void* data, size_t size, const std::function<ibv_mr*()>& reg, const char* call,
+                                NetMemHandle** handle);
   static constexpr uint32_t kSendMagic = 0x49425343u;  // "IBSC"
   static constexpr uint32_t kRecvMagic = 0x49425243u;  // "IBRC"
 

@@ -6,6 +6,7 @@
 
 #include <endian.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -49,6 +50,8 @@ class IbNet final : public Net {
   ncclResult_t accept(NetListenComm* listenComm, NetRecvComm** recvComm) override;
   ncclResult_t regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) override;
   ncclResult_t deregMr(void* comm, NetMemHandle* mhandle) override;
+  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           NetMemHandle** mhandle) override;
   ncclResult_t isend(NetSendComm* comm, void* data, int size, int tag, NetMemHandle* mhandle,
                      NetRequest** request) override;
   ncclResult_t irecv(NetRecvComm* comm, int n, void** data, int* sizes, int* tags, NetMemHandle** mhandles,
@@ -75,6 +78,7 @@ class IbNet final : public Net {
   std::unordered_map<const void*, std::unique_ptr<IbListener>> listeners_;
   std::unordered_map<const void*, std::unique_ptr<IbComm>> comms_;
   std::unordered_map<uint64_t, std::unique_ptr<IbHandshake>> pendingConnects_;
+  std::unordered_map<const IbDevice*, int> gpuPtrSupport_;  // gpuPtrSupportOf's answers
   uint64_t nextConnectId_ = 1;
 };
 
@@ -138,6 +142,32 @@ ncclResult_t IbNet::devices(int* count) {
   return ncclSuccess;
 }
 
+namespace {
+
+// The GPU memory an HCA can register (NCCL's checks): device pointers through nvidia-peermem
+// (the kernel module that lets ibv_reg_mr take them), or dma-bufs where libibverbs has
+// ibv_reg_dmabuf_mr and the kernel driver takes them: a probe without a descriptor fails
+// with EBADF there, with EOPNOTSUPP or EPROTONOSUPPORT where it does not.
+int gpuPtrSupportOf(const IbDevice& device) {
+  int flags = 0;
+  for (const char* module : {"/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/module/nvidia_peermem/version",
+                             "/sys/module/nv_peer_mem/version"}) {
+    if (access(module, F_OK) == 0) flags |= kNetPtrCuda;
+  }
+  if (device.api().regDmabufMr != nullptr) {
+    errno = 0;
+    ibv_mr* probe = device.api().regDmabufMr(device.pd(), 0, 0, 0, -1, 0);
+    if (probe != nullptr) {
+      device.api().deregMr(probe);
+    } else if (errno != EOPNOTSUPP && errno != EPROTONOSUPPORT) {
+      flags |= kNetPtrCuda | kNetPtrDmaBuf;
+    }
+  }
+  return flags;
+}
+
+}  // namespace
+
 ncclResult_t IbNet::getProperties(int dev, NetProperties* props) {
   if (props == nullptr) return invalid("getProperties(): null properties");
   std::lock_guard<std::mutex> lock(mutex_);
@@ -147,7 +177,15 @@ ncclResult_t IbNet::getProperties(int dev, NetProperties* props) {
   props->name = port.name;
   props->pciPath = ibPciPath(port.device->name());
   props->guid = be64toh(port.device->attr().node_guid);
-  props->ptrSupport = kNetPtrHost;
+  auto known = gpuPtrSupport_.find(port.device.get());
+  if (known == gpuPtrSupport_.end()) {
+    known = gpuPtrSupport_.emplace(port.device.get(), gpuPtrSupportOf(*port.device)).first;
+    INFO(kSubsysNet | kSubsysInit, "NET/IB : %s takes GPU memory: %s", port.device->name().c_str(),
+         (known->second & kNetPtrDmaBuf) != 0 ? "yes, by dma-buf"
+         : known->second != 0                 ? "yes, through nvidia-peermem"
+                                              : "no (neither nvidia-peermem nor dma-buf)");
+  }
+  props->ptrSupport = kNetPtrHost | known->second;
   props->speed = port.speedMbps;
   props->port = port.port;
   props->maxComms = port.device->attr().max_qp;
@@ -239,11 +277,22 @@ ncclResult_t IbNet::accept(NetListenComm* listenComm, NetRecvComm** recvComm) {
 }
 
 ncclResult_t IbNet::regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) {
-  CHORUS_CHECK(checkRegMr("IB", comm, data, size, type, mhandle));
+  // CUDA memory registers as host memory does, through nvidia-peermem.
+  CHORUS_CHECK(checkRegMr("IB", comm, data, size, type, mhandle, kNetPtrHost | kNetPtrCuda));
   std::lock_guard<std::mutex> lock(mutex_);
   IbComm* ibComm = findComm(comm);
   if (ibComm == nullptr) return invalid("regMr(): not a send or receive comm of this net");
   return ibComm->registerMemory(data, size, mhandle);
+}
+
+ncclResult_t IbNet::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                NetMemHandle** mhandle) {
+  CHORUS_CHECK(checkRegMr("IB", comm, data, size, type, mhandle, kNetPtrCuda));
+  if (fd < 0) return invalid("regMrDmaBuf(): no dma-buf descriptor");
+  std::lock_guard<std::mutex> lock(mutex_);
+  IbComm* ibComm = findComm(comm);
+  if (ibComm == nullptr) return invalid("regMrDmaBuf(): not a send or receive comm of this net");
+  return ibComm->registerDmaBuf(data, size, offset, fd, mhandle);
 }
 
 ncclResult_t IbNet::deregMr(void* comm, NetMemHandle* mhandle) {

@@ -36,8 +36,13 @@ bool loadIbVerbsApi(const char* library, IbVerbsApi* api, std::string* why) {
             lib.resolve("ibv_destroy_cq", &api->destroyCq, why) && lib.resolve("ibv_create_qp", &api->createQp, why) &&
             lib.resolve("ibv_destroy_qp", &api->destroyQp, why) && lib.resolve("ibv_modify_qp", &api->modifyQp, why) &&
             lib.resolve("ibv_wc_status_str", &api->wcStatusStr, why);
-  if (!ok) *api = IbVerbsApi{};
-  return ok;
+  if (!ok) {
+    *api = IbVerbsApi{};
+    return false;
+  }
+  std::string absent;  // optional: an older rdma-core lacks it
+  if (!lib.resolve("ibv_reg_dmabuf_mr", &api->regDmabufMr, &absent)) api->regDmabufMr = nullptr;
+  return true;
 }
 
 const IbVerbsApi* ibVerbs(std::string* why) {

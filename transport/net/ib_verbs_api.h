@@ -49,6 +49,8 @@ struct IbVerbsApi {
   int (*destroyQp)(ibv_qp* qp) = nullptr;
   int (*modifyQp)(ibv_qp* qp, ibv_qp_attr* attr, int mask) = nullptr;
   const char* (*wcStatusStr)(ibv_wc_status status) = nullptr;
+  // rdma-core 34 and later; null before (GPU memory then registers through nvidia-peermem only).
+  ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) = nullptr;
 
   // What verbs.h's ibv_query_port macro does, through the table.
   int queryPort(ibv_context* context, uint8_t port, ibv_port_attr* attr) const;

@@ -85,6 +85,12 @@ class Net {
   // `comm` is a NetSendComm* or NetRecvComm*; `type` one of kNetPtr*.
   virtual ncclResult_t regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) = 0;
   virtual ncclResult_t deregMr(void* comm, NetMemHandle* mhandle) = 0;
+  // GPU memory (`type` kNetPtrCuda) registered through a dma-buf: `fd` covers `data` at
+  // `offset`. Only for a net whose ptrSupport has kNetPtrDmaBuf; the others refuse.
+  virtual ncclResult_t regMrDmaBuf(void* /*comm*/, void* /*data*/, size_t /*size*/, int /*type*/, uint64_t /*offset*/,
+                                   int /*fd*/, NetMemHandle** /*mhandle*/) {
+    return ncclInvalidUsage;
+  }
 
   virtual ncclResult_t isend(NetSendComm* comm, void* data, int size, int tag, NetMemHandle* mhandle,
                              NetRequest** request) = 0;

@@ -13,7 +13,7 @@ ncclResult_t checkNetBuffer(const char* net, const char* call, const void* data,
 }
 
 ncclResult_t checkRegMr(const char* net, const void* comm, const void* data, size_t size, int type,
-                        NetMemHandle** mhandle) {
+                        NetMemHandle** mhandle, int ptrSupport) {
   if (mhandle != nullptr) *mhandle = nullptr;
   if (comm == nullptr || mhandle == nullptr) {
     WARN("NET/%s : regMr(): null comm or mhandle", net);
@@ -23,8 +23,9 @@ ncclResult_t checkRegMr(const char* net, const void* comm, const void* data, siz
     WARN("NET/%s : regMr(): null data for %zu bytes", net, size);
     return ncclInvalidArgument;
   }
-  if (type != kNetPtrHost) {
-    WARN("NET/%s : regMr(): memory type %d is not supported (host memory only)", net, type);
+  if ((type != kNetPtrHost && type != kNetPtrCuda) || (type & ptrSupport) == 0) {
+    WARN("NET/%s : regMr(): memory type %d is not supported (%s)", net, type,
+         (ptrSupport & kNetPtrCuda) != 0 ? "host or CUDA memory" : "host memory only");
     return ncclInvalidArgument;
   }
   return ncclSuccess;

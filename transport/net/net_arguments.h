@@ -11,10 +11,10 @@ namespace chorus {
 // A buffer handed to isend/irecv: a size >= 0, and data unless the size is 0.
 ncclResult_t checkNetBuffer(const char* net, const char* call, const void* data, int size);
 
-// regMr's arguments: a comm and an mhandle, data unless the size is 0, and host memory
-// (all the built-in nets register). *mhandle is cleared first, when there is one.
+// regMr's arguments: a comm and an mhandle, data unless the size is 0, and a memory type
+// the net takes (`ptrSupport`, kNetPtr* flags). *mhandle is cleared first, when there is one.
 ncclResult_t checkRegMr(const char* net, const void* comm, const void* data, size_t size, int type,
-                        NetMemHandle** mhandle);
+                        NetMemHandle** mhandle, int ptrSupport = kNetPtrHost);
 
 // irecv's arrays: the built-in nets take exactly one receive per call (maxRecvs 1).
 ncclResult_t checkSingleReceive(const char* net, int n, void* const* data, const int* sizes);

@@ -1,6 +1,7 @@
 #include "transport/net/net_connection.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -42,19 +43,45 @@ static_assert(sizeof(PeerCall) == kNetNoteBytes, "a record travels as one note")
 
 }  // namespace
 
-NetConnection::NetConnection(Net& net, const FifoLayout& layout, int peerRank, bool sending)
+NetConnection::NetConnection(Net& net, const FifoLayout& layout, int peerRank, bool sending, const NetGpuSlots& gpu,
+                             std::string* why)
     : net_(net),
       sending_(sending),
       peer_(peerRank),
       nSlots_(static_cast<uint64_t>(layout.nSlots)),
       stride_(FifoEnd::proxiedStride(layout)),
       bytes_(FifoEnd::proxiedBytes(layout)),
+      gpu_(gpu),
       trace_(layout.nSlots) {
-  memory_ = std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(bytes_));
-  if (memory_ == nullptr) return;
+  // With the slots on the GPU, only the control block is host memory (a page of its own:
+  // the CUDA executor registers it).
+  const size_t hostBytes = gpu_.memory != nullptr ? sizeof(StepFifoControl) : bytes_;
+  memory_ = std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(hostBytes));
+  if (memory_ == nullptr) {
+    if (why) *why = "out of host memory";
+    return;
+  }
   memset(memory_, 0, sizeof(StepFifoControl));  // counters start at 0; slots need no clearing
   ctrl_ = static_cast<StepFifoControl*>(memory_);
-  buffer_ = static_cast<char*>(memory_) + sizeof(StepFifoControl);
+  if (gpu_.memory == nullptr) {
+    buffer_ = static_cast<char*>(memory_) + sizeof(StepFifoControl);
+    return;
+  }
+  std::string failure;
+  buffer_ = static_cast<char*>(gpu_.memory->allocate(gpu_.device, stride_ * nSlots_, false, &failure));
+  if (buffer_ == nullptr && why) *why = "GPU memory on CUDA device " + std::to_string(gpu_.device) + ": " + failure;
+}
+
+void NetConnection::attach(const FifoLayout& layout, FifoEnd* end) const {
+  *end = FifoEnd{};
+  end->attachProxiedApart(ctrl_, buffer_, layout);
+  end->gpuBuffers = gpu_.memory != nullptr;
+}
+
+std::string NetConnection::describe() const {
+  if (gpu_.memory == nullptr) return "";
+  return std::string("GPUDirect RDMA: slots in CUDA device ") + std::to_string(gpu_.device) + "'s memory" +
+         (gpu_.dmaBuf ? ", registered by dma-buf" : "");
 }
 
 NetConnection::~NetConnection() {
@@ -65,11 +92,13 @@ NetConnection::~NetConnection() {
          peer_, static_cast<unsigned long long>(done_));
   }
   closeComms();
+  if (gpu_.memory != nullptr && buffer_ != nullptr) gpu_.memory->release(gpu_.device, buffer_);
   std::free(memory_);
 }
 
 size_t NetConnection::releaseIdleSlots() {
-  if (!sending_ || memory_ == nullptr || !simpleSlotsIdle(ctrl_)) return 0;  // every protocol publishes tail here
+  // Every protocol publishes tail here. GPU slots stay: only host pages can be given back.
+  if (!sending_ || memory_ == nullptr || gpu_.memory != nullptr || !simpleSlotsIdle(ctrl_)) return 0;
   return releaseFifoPages(memory_, sizeof(StepFifoControl), bytes_, false);
 }
 
@@ -193,14 +222,33 @@ bool NetConnection::progressConnect() {
     net_.closeListen(listenComm_);
     listenComm_ = nullptr;
   }
-  void* comm = sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_);
-  r = net_.regMr(comm, buffer_, stride_ * nSlots_, kNetPtrHost, &mhandle_);
-  if (r != ncclSuccess) return fail("regMr()", r), true;
-  INFO(kSubsysNet | kSubsysInit, "NET/%s : connection %s rank %d established (device %d)", net_.name(),
-       sending_ ? "to" : "from", peer_, dev_);
+  r = registerSlots(sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_));
+  if (r != ncclSuccess) return fail(gpu_.memory != nullptr ? "registering the GPU slots" : "regMr()", r), true;
+  INFO(kSubsysNet | kSubsysInit, "NET/%s : connection %s rank %d established (device %d%s%s)", net_.name(),
+       sending_ ? "to" : "from", peer_, dev_, gpu_.memory != nullptr ? ", " : "", describe().c_str());
   notes_ = net_.supportsNotes();
   state_.store(State::Ready, std::memory_order_release);
   return true;
+}
+
+// Host slots as host memory; GPU slots through a dma-buf where the net takes one, else as
+// CUDA memory (the NIC driver's peer memory module, nvidia-peermem).
+ncclResult_t NetConnection::registerSlots(void* comm) {
+  const size_t bytes = stride_ * nSlots_;
+  if (gpu_.memory == nullptr) return net_.regMr(comm, buffer_, bytes, kNetPtrHost, &mhandle_);
+  if (!gpu_.dmaBuf) return net_.regMr(comm, buffer_, bytes, kNetPtrCuda, &mhandle_);
+  std::string why;
+  uint64_t offset = 0;
+  const int fd = gpu_.memory->dmaBufFd(gpu_.device, buffer_, bytes, &offset, &why);
+  if (fd < 0) {
+    INFO(kSubsysNet, "NET/%s : no dma-buf for the slots %s rank %d (%s): registering them as CUDA memory", net_.name(),
+         sending_ ? "to" : "from", peer_, why.c_str());
+    gpu_.dmaBuf = false;
+    return net_.regMr(comm, buffer_, bytes, kNetPtrCuda, &mhandle_);
+  }
+  const ncclResult_t r = net_.regMrDmaBuf(comm, buffer_, bytes, kNetPtrCuda, offset, fd, &mhandle_);
+  close(fd);  // the registration holds its own reference
+  return r;
 }
 
 bool NetConnection::progressSend() {
@@ -252,6 +300,16 @@ bool NetConnection::progressRecv() {
     ncclResult_t r = net_.test(requests_[done_ & (nSlots_ - 1)], &done, &size);
     if (r != ncclSuccess) return fail("test() of a receive", r), true;
     if (!done) break;
+    // The NIC's writes into GPU memory may still be on their way when its completion is
+    // seen: they are flushed before the kernel may read them.
+    if (gpu_.memory != nullptr && gpu_.flush) {
+      std::string why;
+      if (!gpu_.memory->flushRdmaWrites(gpu_.device, &why)) {
+        WARN("NET/%s : flushing the GPUDirect RDMA writes from rank %d to CUDA device %d failed: %s", net_.name(),
+             peer_, gpu_.device, why.c_str());
+        return fail("flushing GPUDirect RDMA writes", ncclUnhandledCudaError), true;
+      }
+    }
     ctrl_->sizes[done_ & (nSlots_ - 1)] = size;
     if (trace_.active()) trace_.onArrived(done_, static_cast<size_t>(size));  // before the executor can consume it
     publish(&ctrl_->tail, ++done_);

@@ -34,18 +34,32 @@
 
 namespace chorus {
 
+// GPUDirect RDMA (transport.h's netBuffersOnGpu): the slots in GPU `device`'s memory, which
+// the NIC reads or writes, registered through a dma-buf where the net takes one (`dmaBuf`).
+// The control block stays in host memory, where the proxy and the host read it.
+struct NetGpuSlots {
+  const GpuFifoMemory* memory = nullptr;  // null: the slots are host memory
+  int device = -1;
+  bool dmaBuf = false;
+  bool flush = true;  // received data is flushed to the GPU before the kernel learns of it
+};
+
 class NetConnection final : public ProxyConnection, public ConnectionResource {
  public:
   enum class State { Connecting, Ready, Failed };
 
-  NetConnection(Net& net, const FifoLayout& layout, int peerRank, bool sending);
+  // allocated() says whether the memory was had (`*why` names the failure otherwise).
+  NetConnection(Net& net, const FifoLayout& layout, int peerRank, bool sending, const NetGpuSlots& gpu = {},
+                std::string* why = nullptr);
   // Leaves the proxy first, then closes the net comms and frees the FIFO.
   ~NetConnection() override;
   NetConnection(const NetConnection&) = delete;
   NetConnection& operator=(const NetConnection&) = delete;
 
-  bool allocated() const { return memory_ != nullptr; }
+  bool allocated() const { return memory_ != nullptr && buffer_ != nullptr; }
   void* memory() const { return memory_; }
+  // Points `end` at the FIFO: the control block and the slots.
+  void attach(const FifoLayout& layout, FifoEnd* end) const;
 
   // Receiver: listens on `dev`, writing the handle the sender connects with.
   ncclResult_t listen(int dev, void* handle);
@@ -73,12 +87,15 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   bool traceProxyOp(const ProxyOpTrace& op) override;
   // Sends what the executor published first (as the destructor would), so that their steps are reported.
   void stopTracing() override;
+  size_t gpuBytes() const override { return gpu_.memory != nullptr ? stride_ * nSlots_ : 0; }
+  std::string describe() const override;
 
  private:
   bool progressExclusive();  // `busy_` held
   bool progressConnect();
   bool progressSend();
   bool progressRecv();
+  ncclResult_t registerSlots(void* comm);
   // Marks the FIFO broken, closes the comms, and stops.
   void fail(const char* call, ncclResult_t result);
   void closeComms();
@@ -103,6 +120,7 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   uint64_t nSlots_ = 0;
   size_t stride_ = 0;
   size_t bytes_ = 0;
+  NetGpuSlots gpu_;
 
   NetListenComm* listenComm_ = nullptr;
   NetSendComm* sendComm_ = nullptr;

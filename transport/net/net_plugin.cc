@@ -326,6 +326,31 @@ ncclResult_t NetPluginAdapter::regMr(void* comm, void* data, size_t size, int ty
   return ncclSuccess;
 }
 
+ncclResult_t NetPluginAdapter::regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                           NetMemHandle** mhandle) {
+  CHORUS_CHECK(checkReady("regMrDmaBuf"));
+  if (comm == nullptr || mhandle == nullptr || (data == nullptr && size > 0) || fd < 0) {
+    WARN("NET/Plugin %s: regMrDmaBuf: comm %p, data %p, size %zu, fd %d, mhandle %p", name_.c_str(), comm, data, size,
+         fd, static_cast<void*>(mhandle));
+    return ncclInvalidArgument;
+  }
+  bool present = true;
+  void* handle = nullptr;
+  CHORUS_CHECK(checked("regMrDmaBuf", call([&](const auto& t) {
+                         if (t.regMrDmaBuf == nullptr) {
+                           present = false;
+                           return ncclSuccess;
+                         }
+                         return t.regMrDmaBuf(comm, data, size, type, offset, fd, &handle);
+                       })));
+  if (!present) {
+    WARN("NET/Plugin %s: regMrDmaBuf: the plugin has none, yet its ptrSupport says NCCL_PTR_DMABUF", name_.c_str());
+    return ncclInvalidUsage;
+  }
+  *mhandle = static_cast<NetMemHandle*>(handle);
+  return ncclSuccess;
+}
+
 ncclResult_t NetPluginAdapter::deregMr(void* comm, NetMemHandle* mhandle) {
   CHORUS_CHECK(checkReady("deregMr"));
   if (comm == nullptr) {

@@ -60,6 +60,8 @@ class NetPluginAdapter final : public Net {
   ncclResult_t connect(int dev, const NetCommConfig& config, void* handle, NetSendComm** sendComm) override;
   ncclResult_t accept(NetListenComm* listenComm, NetRecvComm** recvComm) override;
   ncclResult_t regMr(void* comm, void* data, size_t size, int type, NetMemHandle** mhandle) override;
+  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           NetMemHandle** mhandle) override;
   ncclResult_t deregMr(void* comm, NetMemHandle* mhandle) override;
   ncclResult_t isend(NetSendComm* comm, void* data, int size, int tag, NetMemHandle* mhandle,
                      NetRequest** request) override;

@@ -5,6 +5,7 @@
 // driver's cuMem calls are found through the runtime, so the library does not link libcuda.
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
@@ -41,6 +42,7 @@ struct CuMem {
   decltype(&cuMemExportToShareableHandle) exportHandle = nullptr;
   decltype(&cuMemImportFromShareableHandle) importHandle = nullptr;
   bool loaded = false;
+  decltype(&cuMemGetHandleForAddressRange) rangeHandle = nullptr;  // dma-buf (CUDA 11.7+ drivers), or none
 };
 
 template <typename F>
@@ -66,6 +68,7 @@ const CuMem& cuMem() {
                entryPoint("cuMemUnmap", &m.unmap) && entryPoint("cuMemSetAccess", &m.setAccess) &&
                entryPoint("cuMemExportToShareableHandle", &m.exportHandle) &&
                entryPoint("cuMemImportFromShareableHandle", &m.importHandle);
+    entryPoint("cuMemGetHandleForAddressRange", &m.rangeHandle);
     return m;
   }();
   return api;
@@ -209,6 +212,51 @@ class CudaFifoMemory : public GpuFifoMemory {
     DeviceScope scope(device);
     if (unmapOwn(memory)) return;
     if (cudaIpcCloseMemHandle(memory) != cudaSuccess) cudaGetLastError();
+  }
+
+  // The range rounded out to whole host pages, as the driver wants it.
+  int dmaBufFd(int device, void* memory, size_t bytes, uint64_t* offset, std::string* why) const override {
+    int supported = 0;
+    CUdevice dev = 0;
+    if (!cuMem().loaded || cuMem().rangeHandle == nullptr || cuMem().deviceGet(&dev, device) != CUDA_SUCCESS ||
+        cuMem().deviceAttribute(&supported, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev) != CUDA_SUCCESS ||
+        supported == 0) {
+      *why = "the GPU or its driver does not export dma-bufs (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)";
+      return -1;
+    }
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(memory) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(memory) + bytes + page - 1) / page * page;
+    int fd = -1;
+    const CUresult r =
+        cuMem().rangeHandle(&fd, static_cast<CUdeviceptr>(begin), end - begin, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+    if (r != CUDA_SUCCESS) {
+      *why = failure("cuMemGetHandleForAddressRange(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD)", r);
+      return -1;
+    }
+    *offset = reinterpret_cast<uintptr_t>(memory) - begin;
+    return fd;
+  }
+
+  bool flushRdmaWrites(int device, std::string* why) const override {
+    DeviceScope scope(device);
+    int options = 0;
+    cudaError_t err = cudaDeviceGetAttribute(&options, cudaDevAttrGPUDirectRDMAFlushWritesOptions, device);
+    if (err != cudaSuccess) {
+      *why = failure("cudaDeviceGetAttribute(cudaDevAttrGPUDirectRDMAFlushWritesOptions)", err);
+      return false;
+    }
+    if ((options & cudaFlushGPUDirectRDMAWritesOptionHost) == 0) {
+      *why = "the GPU cannot flush GPUDirect RDMA writes from the host (cudaFlushGPUDirectRDMAWritesOptionHost)";
+      return false;
+    }
+    err = cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                             cudaFlushGPUDirectRDMAWritesToOwner);
+    if (err != cudaSuccess) {
+      *why = failure("cudaDeviceFlushGPUDirectRDMAWrites", err);
+      return false;
+    }
+    return true;
   }
 
  private:
