@@ -11,6 +11,7 @@
 #include "core/process_liveness.h"
 #include "core/settings.h"
 #include "src/comm/comm.h"
+#include "src/comm/comm_tuning.h"
 #include "src/comm/connect.h"
 #include "src/executor/cuda/cuda_executor.h"
 #include "src/executor/executor_choice.h"
@@ -25,23 +26,6 @@ namespace {
 // Tags of bootstrap messages exchanged while connecting.
 constexpr int kChannelTagBase = 0x1000;
 constexpr int kMaxChannels = 32;
-// Link figures of the CPU transports for the tuning model (src/tune/tune_constants.h says
-// how they are calibrated). SHM: measured on 2 cores (BENCHMARKS.md): ~0.1 us per hand-off,
-// 4 to 7 GB/s busbw for a large Simple ring. P2P (ranks of one process, often one thread
-// driving several): not calibrated; a hand-off may wait for another fiber's turn.
-constexpr double kShmBusBwGBs = 4.0;
-constexpr double kShmHopLatencyUs = 0.1;
-constexpr double kP2pBusBwGBs = 4.0;
-constexpr double kP2pHopLatencyUs = 2.0;
-// NET: the socket net over loopback TCP, 2 cores (BENCHMARKS.md, "The tuner over the
-// network"): an 8-byte AllReduce takes 32 to 37 us per hop (4 ranks: tree 127 us over 4
-// hops, ring 220 us over 6), and 2 ranks reach 1.6 to 1.9 GB/s busbw from 1 MiB; with these
-// the tree/ring crossover at 4 ranks falls between 32 and 64 KiB, where it was measured
-// (the two are within 5 % at 64 KiB). A real network differs per hop and per byte; IB is
-// not calibrated.
-constexpr double kNetBusBwGBs = 1.6;
-constexpr double kNetHopLatencyUs = 35.0;
-
 PeerInfo localPeerInfo(const ncclComm* comm) {
   PeerInfo info{};
   info.rank = comm->rank;
@@ -266,59 +250,6 @@ uint64_t commHashOf(const ncclUniqueId& id) {
   return hash;
 }
 
-// Whether any rank's ring or tree connection goes through the network (NET): then a hop
-// of the tuning model is a network hop. All-gathered, so every rank prices calls alike
-// (each knows only its own connections, and the receiver of each chose its transport).
-ncclResult_t anyLinkOverNetwork(ncclComm* comm, bool* out) {
-  std::vector<int> overNetwork(comm->nranks, 0);
-  for (Channel& ch : comm->channels) {
-    for (auto* side : {&ch.send, &ch.recv})
-      for (const Connection& c : *side)
-        if (c.connected() && c.transport->id() == TransportId::Net) overNetwork[comm->rank] = 1;
-  }
-  CHORUS_CHECK(comm->bootstrap->allGather(overNetwork.data(), sizeof(int)));
-  *out = std::find(overNetwork.begin(), overNetwork.end(), 1) != overNetwork.end();
-  return ncclSuccess;
-}
-
-// A GPU communicator within a host prices calls with NCCL's GPU figures
-// (tune_constants.h): each channel moves at most kGpuChannelGBs, and the narrowest hop of
-// any rank's host ring is shared among the channels. Over the network, or where a rank's
-// GPU is not in its topology, the CPU calibration's figures stay.
-void gpuTuning(const ncclComm* comm, bool overNetwork, TuneTopology* topo, TuneConstants* constants) {
-  if (overNetwork || !everyRankPlaced(comm->peers)) return;
-  double hopGBs = 0;
-  bool nvlink = true;
-  for (const PeerInfo& p : comm->peers) {
-    if (p.ringHopGBs > 0) hopGBs = hopGBs == 0 ? p.ringHopGBs : std::min<double>(hopGBs, p.ringHopGBs);
-    nvlink = nvlink && p.ringOverNvlink != 0;
-  }
-  const double channels = static_cast<double>(comm->channels.size());
-  topo->busBwGBs = hopGBs > 0 ? std::min<double>(topo::kGpuChannelGBs, hopGBs / channels) : topo::kGpuChannelGBs;
-  topo->hopLatencyUs = nvlink ? kGpuNvlinkHopUs : kGpuPciHopUs;
-  *constants = gpuTuneConstants(nvlink);
-}
-
-// What the tuning model needs, from information every rank shares (so every rank
-// makes the same choice for the same call).
-// `treeDepth`: the tree's, where it is not a binary tree over the ranks (0).
-TuneTopology tuneTopology(const ncclComm* comm, bool overNetwork, int treeDepth, TuneConstants* constants) {
-  TuneTopology topo;
-  topo.nranks = comm->nranks;
-  std::set<uint64_t> processes;
-  for (const PeerInfo& p : comm->peers) processes.insert(p.processId);
-  topo.nHosts = hostCount(comm->peers);
-  topo.treeDepth = treeDepth;
-  topo.nChannels = static_cast<int>(comm->channels.size());
-  // Both transports are memory copies; across processes a hand-off crosses cores (cache
-  // line transfers), within one process the ranks take turns on one thread.
-  const bool crossProcess = processes.size() > 1;
-  topo.busBwGBs = overNetwork ? kNetBusBwGBs : crossProcess ? kShmBusBwGBs : kP2pBusBwGBs;
-  topo.hopLatencyUs = overNetwork ? kNetHopLatencyUs : crossProcess ? kShmHopLatencyUs : kP2pHopLatencyUs;
-  gpuTuning(comm, overNetwork, &topo, constants);
-  return topo;
-}
-
 // NCCL_TUNER_PLUGIN's plugin, initialised for this communicator, consulted by its tuner
 // from now on (none: the tuner alone decides). A plugin that cannot be used was WARNed about.
 void attachTunerPlugin(ncclComm* comm, std::span<const ncclUniqueId> ids) {
@@ -428,11 +359,10 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->rmaRecv.resize(comm->nranks);
   CHORUS_CHECK(awaitConnections(comm));
   // Also the end of set-up's last exchange: every rank is connected once it returns.
-  bool overNetwork = false;
-  CHORUS_CHECK(anyLinkOverNetwork(comm, &overNetwork));
+  TuneTopology tuned;
   TuneConstants constants;  // the CPU calibration, or a GPU communicator's figures
-  const TuneTopology tuned =
-      tuneTopology(comm, overNetwork, chains.size() > 1 ? hostChainTreeDepth(chains) : 0, &constants);
+  CHORUS_CHECK(commTuneTopology(comm, chains.size() > 1 ? hostChainTreeDepth(chains) : 0, hostCount(comm->peers),
+                                everyRankPlaced(comm->peers), &tuned, &constants));
   comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuned, constants));
   attachTunerPlugin(comm, ids);
   comm->refreshView();

@@ -100,7 +100,26 @@ TuneTopology sanitized(TuneTopology topo) {
     WARN("Tuner: hop latency %g us is not a number >= 0; using %g", topo.hopLatencyUs, defaults.hopLatencyUs);
     topo.hopLatencyUs = defaults.hopLatencyUs;
   }
+  if (!std::isfinite(topo.localHopLatencyUs) || topo.localHopLatencyUs < 0 || !std::isfinite(topo.ringNetHopShare) ||
+      topo.ringNetHopShare < 0 || topo.ringNetHopShare > 1) {
+    WARN("Tuner: local hop latency %g us or ring network share %g out of range; every hop priced alike",
+         topo.localHopLatencyUs, topo.ringNetHopShare);
+    topo.localHopLatencyUs = defaults.localHopLatencyUs;
+    topo.ringNetHopShare = defaults.ringNetHopShare;
+  }
   return topo;
+}
+
+// One hop's latency for `algo`: the network's, or, where only some hops cross it, the mean
+// over the hops the call takes (the ring's, or the tree's from root to deepest rank).
+double hopLatencyOf(const TuneTopology& topo, Algorithm algo, int n) {
+  if (topo.localHopLatencyUs <= 0) return topo.hopLatencyUs;
+  double share = topo.ringNetHopShare;
+  if (algo == Algorithm::Tree && topo.treeNetHops >= 0) {
+    const int depth = topo.treeDepth > 0 ? topo.treeDepth : ceilLog2(n);
+    share = depth > 0 ? std::min(1.0, static_cast<double>(topo.treeNetHops) / depth) : 1.0;
+  }
+  return share * topo.hopLatencyUs + (1 - share) * topo.localHopLatencyUs;
 }
 
 const char* lowerAlgoName(Algorithm a) { return a == Algorithm::Tree ? "tree" : "ring"; }
@@ -208,8 +227,8 @@ double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol p
   double callBw = channelBw * channels;
   if (algo == Algorithm::Tree) callBw *= constants_.treeBandwidthEfficiency;
 
-  const double latency =
-      constants_.baseLatencyUs[a][p] + shape.hops * topo_.hopLatencyUs * constants_.hopLatencyFactor[p];
+  const double latency = constants_.baseLatencyUs[a][p] +
+                         shape.hops * hopLatencyOf(topo_, algo, topo_.nranks) * constants_.hopLatencyFactor[p];
   const double size = static_cast<double>(bytes);
   const double streaming = size * shape.linkBytesPerByte / callBw;
   const double grain = std::min(size / channels, constants_.pipelineGrainBytes[p]);

@@ -106,6 +106,12 @@ struct TuneTopology {
   double busBwGBs = 4.0;      // sustained bandwidth of one channel of one hop, GB/s, for Simple
   double hopLatencyUs = 1.0;  // one step's hand-off latency over one hop with Simple (tail/head round trip)
   int treeDepth = 0;          // hops from the tree's root to its deepest rank; 0: a binary tree over the ranks (log2 n)
+  // Where only some hops cross the network (a communicator over several hosts): the latency
+  // of the others (0: every hop costs hopLatencyUs), the share of the ring's hops that cross
+  // it, and how many of the tree's root-to-deepest-rank hops do (-1: all).
+  double localHopLatencyUs = 0;
+  double ringNetHopShare = 1;
+  int treeNetHops = -1;
 };
 
 struct TuneChoice {

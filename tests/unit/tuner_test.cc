@@ -532,5 +532,42 @@ TEST(TunerLog, OneInfoLinePerChoice) {
   EXPECT_EQ(lines[1].find("tree/"), std::string::npos) << "Tree cannot run Broadcast: " << lines[1];
 }
 
+// A communicator over two hosts: only the hops that cross hosts cost a network hop. Four
+// ranks, two per host, a tree of host chains two hops deep with one hop between the hosts.
+TEST(TunerModel, OnlyTheHopsThatCrossTheNetworkCostANetworkHop) {
+  TuneTopology all;
+  all.nranks = 4;
+  all.nHosts = 2;
+  all.busBwGBs = 1.6;
+  all.hopLatencyUs = 35;
+  all.treeDepth = 2;
+  TuneTopology interleaved = all;  // hosts 0,2 | 1,3: every ring hop crosses, one tree hop does
+  interleaved.localHopLatencyUs = 0.1;
+  interleaved.ringNetHopShare = 1;
+  interleaved.treeNetHops = 1;
+  TuneTopology contiguous = interleaved;  // hosts 0,1 | 2,3: half the ring's hops cross
+  contiguous.ringNetHopShare = 0.5;
+  const Tuner mixedI(interleaved, "", ""), mixedC(contiguous, "", ""), uniform(all, "", "");
+  const size_t small = 8;
+  // The ring's hops all cross in the interleaved layout: priced as before.
+  EXPECT_DOUBLE_EQ(mixedI.estimateUs(CollKind::AllReduce, small, Algorithm::Ring, Protocol::Simple),
+                   uniform.estimateUs(CollKind::AllReduce, small, Algorithm::Ring, Protocol::Simple));
+  // The tree's 4 hops (up and down 2), half of them local: 2 x (35 - 0.1) us cheaper, by the
+  // Simple hop factor.
+  const double treeAll = uniform.estimateUs(CollKind::AllReduce, small, Algorithm::Tree, Protocol::Simple);
+  const double treeMixed = mixedI.estimateUs(CollKind::AllReduce, small, Algorithm::Tree, Protocol::Simple);
+  EXPECT_LT(treeMixed, treeAll);
+  EXPECT_EQ(mixedI.choose(CollKind::AllReduce, small).algo, Algorithm::Tree)
+      << "interleaved: the ring crosses 3 times, the tree twice";
+  // Contiguous, the ring's 3 hops cross 1.5 times on average: cheaper than the tree's 2.
+  EXPECT_LT(mixedC.estimateUs(CollKind::AllReduce, small, Algorithm::Ring, Protocol::Simple),
+            mixedI.estimateUs(CollKind::AllReduce, small, Algorithm::Ring, Protocol::Simple));
+  EXPECT_EQ(mixedC.choose(CollKind::AllReduce, small).algo, Algorithm::Ring);
+  // Bandwidth stays the network's: at 64 MiB the three price alike but for the latency.
+  const size_t large = 64 << 20;
+  EXPECT_NEAR(mixedC.estimateUs(CollKind::AllReduce, large, Algorithm::Ring, Protocol::Simple),
+              uniform.estimateUs(CollKind::AllReduce, large, Algorithm::Ring, Protocol::Simple), 200);
+}
+
 }  // namespace
 }  // namespace chorus
