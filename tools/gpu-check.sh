@@ -26,6 +26,9 @@ build=$(realpath -m "${1:-$root/build}")
 out=${OUT:-$build/gpu-check}
 budget=${CHORUS_GPU_CHECK_BUDGET:-480}
 export CHORUS_TIMEOUT=${CHORUS_TIMEOUT:-20}
+# Ranks sharing the GPU in one process need their kernels side by side: every stream a
+# hardware queue of its own, or one rank's kernel may wait behind another's for good.
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"

@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "chorus.h"
 #include "core/cuda_driver_api.h"
+#include "core/debug.h"
 #include "fake_cuda_driver.h"
 #include "nccl.h"
 #include "src/comm/comm.h"
@@ -191,6 +193,58 @@ TEST_F(GpuHostPathTest, RanksSharingAGpuNeedTheSwitch) {
   ASSERT_EQ(chorusCommInitRankExecutor(&shared[1], 2, id, 1, nullptr, chorusExecutorCpu), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   comms_.assign(shared, shared + 2);
+}
+
+// Allowed, sharing a GPU still risks a hang (streams on one hardware queue) or slowness
+// (other processes' kernels in turns): a WARN names what to set.
+// The WARN lines logged while `body` runs (from any thread).
+template <typename Body>
+std::vector<std::string> warningsDuring(Body&& body) {
+  static std::mutex mutex;
+  static std::vector<std::string>* caught = nullptr;
+  std::vector<std::string> lines;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    caught = &lines;
+  }
+  setenv("NCCL_DEBUG", "WARN", 1);
+  resetDebugInit();  // the level is read once: read it again
+  setLogSink([](LogLevel level, uint64_t, const char*, int, const char* text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (level == LogLevel::Warn && caught != nullptr) caught->emplace_back(text);
+  });
+  body();
+  setLogSink(nullptr);
+  unsetenv("NCCL_DEBUG");
+  resetDebugInit();
+  std::lock_guard<std::mutex> lock(mutex);
+  caught = nullptr;
+  return lines;
+}
+
+bool anyMentions(const std::vector<std::string>& lines, const std::string& text) {
+  return std::any_of(lines.begin(), lines.end(),
+                     [&](const std::string& l) { return l.find(text) != std::string::npos; });
+}
+
+TEST_F(GpuHostPathTest, RanksSharingAGpuInOneProcessAreToldAboutTheHardwareQueues) {
+  setenv("CHORUS_ALLOW_SHARED_GPU", "1", 1);
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  std::vector<std::string> warned = warningsDuring([&] { ASSERT_EQ(initOnFakeGpu(2), ncclSuccess); });
+  EXPECT_TRUE(anyMentions(warned, "2 ranks of this process share CUDA device 3")) << ::testing::PrintToString(warned);
+  EXPECT_TRUE(anyMentions(warned, "set CUDA_DEVICE_MAX_CONNECTIONS=32"));
+  EXPECT_EQ(
+      std::count_if(warned.begin(), warned.end(),
+                    [](const std::string& l) { return l.find("CUDA_DEVICE_MAX_CONNECTIONS") != std::string::npos; }),
+      1)
+      << "once per communicator";
+  for (ncclComm_t& c : comms_) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+  comms_.clear();
+  // With every hardware queue in use, nothing to say.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
+  warned = warningsDuring([&] { ASSERT_EQ(initOnFakeGpu(2), ncclSuccess); });
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  EXPECT_FALSE(anyMentions(warned, "CUDA_DEVICE_MAX_CONNECTIONS")) << ::testing::PrintToString(warned);
 }
 
 // A GPU communicator from init: its first call may not be host memory. Asked for, a CPU

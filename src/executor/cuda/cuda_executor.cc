@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "core/debug.h"
 #include "core/env.h"
@@ -162,8 +163,53 @@ int kernelLaneBudget(const std::vector<PeerInfo>& peers) {
   return budget;
 }
 
+namespace {
+
+// What running several ranks on one GPU risks, said once per communicator by the lowest of
+// this process's ranks on the GPU. In one process: their kernels must run side by side,
+// but CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set),
+// and a rank's kernel queued behind another rank's in one queue waits for it forever.
+// Across processes without MPS: their kernels take turns in time slices, so each wait for
+// the other lasts a slice.
+void warnSharedGpuHazards(const ncclComm& comm) {
+  const PeerInfo& self = comm.peers[comm.rank];
+  int inProcess = 0, elsewhere = 0, lowest = comm.rank;
+  for (const PeerInfo& p : comm.peers) {
+    if (!sameGpu(p, self)) continue;
+    if (p.processId == self.processId) {
+      ++inProcess;
+      lowest = std::min(lowest, p.rank);
+    } else {
+      ++elsewhere;
+    }
+  }
+  if (lowest != comm.rank) return;
+  const char* connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (inProcess > 1 && (connections == nullptr || atoi(connections) < 32)) {
+    WARN(
+        "CUDA executor: %d ranks of this process share CUDA device %d; CUDA queues their streams on "
+        "CUDA_DEVICE_MAX_CONNECTIONS=%s hardware queues, and a rank's kernel queued behind another rank's waits "
+        "for it until CHORUS_TIMEOUT: set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, and keep the "
+        "process's streams fewer than that",
+        inProcess, comm.cudaDev, connections != nullptr ? connections : "8 (unset)");
+  }
+  if (elsewhere > 0) {
+    WARN(
+        "CUDA executor: CUDA device %d is shared with %d rank(s) of other processes; without MPS "
+        "(nvidia-cuda-mps-control) their kernels run in turns, so every wait for one another lasts a time slice: "
+        "calls are slow, and long ones may reach CHORUS_TIMEOUT",
+        comm.cudaDev, elsewhere);
+  }
+}
+
+}  // namespace
+
 ncclResult_t checkGpusNotShared(const ncclComm& comm) {
-  if (envInt("CHORUS_ALLOW_SHARED_GPU", 0) == 1) return ncclSuccess;
+  if (envInt("CHORUS_ALLOW_SHARED_GPU", 0) == 1) {
+    if (comm.rank >= 0 && comm.rank < static_cast<int>(comm.peers.size()) && comm.peers[comm.rank].gpuComm)
+      warnSharedGpuHazards(comm);
+    return ncclSuccess;
+  }
   // Every rank looks at every pair, so all of them refuse alike and none waits for the others.
   for (size_t a = 0; a < comm.peers.size(); ++a) {
     for (size_t b = a + 1; b < comm.peers.size(); ++b) {

@@ -29,7 +29,9 @@ std::unique_ptr<Executor> makeCudaExecutor();
 // After the peers' information was all-gathered at init: two ranks of one host on one
 // GPU, both GPU communicators, are ncclInvalidUsage on every rank alike, with a WARN
 // naming them, unless CHORUS_ALLOW_SHARED_GPU=1 (NCCL refuses this: "Duplicate GPU
-// detected").
+// detected"). Allowed, a WARN says what sharing risks: ranks of one process whose streams
+// may share a hardware queue (CUDA_DEVICE_MAX_CONNECTIONS under 32), ranks of other
+// processes whose kernels take turns without MPS.
 ncclResult_t checkGpusNotShared(const ncclComm& comm);
 
 // Another GPU communicator rank of the same host on the same GPU as `comm`'s rank (by PCI
