@@ -19,18 +19,18 @@
 #include "nccl.h"
 #include "running_gpu_stand_in.h"
 #include "src/comm/comm.h"
-#include "transport/net/net_choice.h"
 #include "stand_in_gpu_memory.h"
+#include "transport/net/net_choice.h"
 
 namespace chorus {
 namespace {
 
 using fixtures::StandInGpuMemory;
 
-const char* const kSettings[] = {"NCCL_TOPO_FILE",    "NCCL_P2P_DISABLE",
-                                 "NCCL_SHM_DISABLE",  "CHORUS_ALLOW_SHARED_GPU",
-                                 "NCCL_NET_PLUGIN",   "CHORUS_TEST_NET_DEVICE_NAME",
-                                 "NCCL_NET_GDR_READ", "CHORUS_TEST_NET_PTR_SUPPORT",
+const char* const kSettings[] = {"NCCL_TOPO_FILE",     "NCCL_P2P_DISABLE",
+                                 "NCCL_SHM_DISABLE",   "CHORUS_ALLOW_SHARED_GPU",
+                                 "NCCL_NET_PLUGIN",    "CHORUS_TEST_NET_DEVICE_NAME",
+                                 "NCCL_NET_GDR_READ",  "CHORUS_TEST_NET_PTR_SUPPORT",
                                  "NCCL_NET_GDR_LEVEL", "NCCL_NET"};
 
 class GpuNetGdrTest : public ::testing::Test {
@@ -57,16 +57,21 @@ class GpuNetGdrTest : public ::testing::Test {
     setenv("NCCL_BUFFSIZE", "16384", 1);
   }
   void TearDown() override {
-    for (ncclComm_t c : comms_) {
-      if (c != nullptr) {
-        EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
-      }
-    }
+    destroyAll();
     EXPECT_EQ(memory_->live(), 0u) << "GPU memory left allocated";
     EXPECT_EQ(memory_->badReleases(), 0);
     setGpuLaunchHooksForTesting(nullptr);
     for (const char* name : kSettings) unsetenv(name);
     unsetenv("NCCL_BUFFSIZE");
+  }
+
+  void destroyAll() {
+    for (ncclComm_t c : comms_) {
+      if (c != nullptr) {
+        EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+      }
+    }
+    comms_.clear();
   }
 
   // The NIC's flags (NCCL_PTR_*): 1 host, 2 CUDA, 4 dma-buf.
@@ -173,14 +178,12 @@ TEST_F(GpuNetGdrTest, TheNetTheGdrLevelAndGdrReadDecideEachEnd) {
     EXPECT_EQ(e.gpuSending + e.gpuReceiving, 0);
     EXPECT_GT(e.hostSending + e.hostReceiving, 0);
   }
-  for (ncclComm_t c : comms_) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
-  comms_.clear();
+  destroyAll();
   // A level nearer than the path from GPU 3 to its NIC.
   setenv("NCCL_NET_GDR_LEVEL", "LOC", 1);
   init(1 | 2 | 4);
   EXPECT_EQ(endsOf(0).gpuSending + endsOf(0).gpuReceiving, 0);
-  for (ncclComm_t c : comms_) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
-  comms_.clear();
+  destroyAll();
   // Without GDR reads the senders stage through host memory; the NIC still writes the receivers' GPUs.
   unsetenv("NCCL_NET_GDR_LEVEL");
   setenv("NCCL_NET_GDR_READ", "0", 1);
