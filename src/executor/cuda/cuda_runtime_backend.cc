@@ -34,6 +34,7 @@ bool backendAvailable(std::string* why) {
 int backendResidentLanes(int device) {
   if (!backendAvailable(nullptr)) return 0;
   DeviceScope scope(device);
+  RelaxedCapture relaxed;  // loading the kernels may come during a capture (a communicator made inside one)
   int blocks = 0;
   if (prepareCollectiveKernels() != ncclSuccess || residentCollectiveBlocks(&blocks) != ncclSuccess) return 0;
   return blocks;
