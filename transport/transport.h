@@ -38,6 +38,7 @@ struct PeerInfo {
   int topoGpu;         // ... its GPU's index among its host topology's GPUs, or -1
   uint64_t gpuReach;   // ... bit i: its GPU can write the memory of that topology's GPU i
   int gpuLanes;        // ... the blocks of the collective kernel its GPU runs at once (0: unknown)
+  float nicGBs;        // ... GB/s its GPU's network traffic gets (topo::GpuRoute::nicGBs; 0: unknown)
   char hostname[64];
 };
 

@@ -92,22 +92,38 @@ ncclResult_t networkHops(ncclComm* comm, NetworkHops* out) {
   return ncclSuccess;
 }
 
-// A GPU communicator within a host prices calls with NCCL's GPU figures
-// (tune_constants.h): each channel moves at most kGpuChannelGBs, and the narrowest hop of
-// any rank's host ring is shared among the channels. Over the network, or where a rank's
-// GPU is not in its topology, the CPU calibration's figures stay.
-void gpuTuning(const ncclComm* comm, bool overNetwork, bool placed, TuneTopology* topo, TuneConstants* constants) {
-  if (overNetwork || !placed) return;
+// A GPU communicator prices calls with NCCL's GPU figures (tune_constants.h) where every
+// rank's GPU is placed in its host's topology. Within a host each channel moves at most
+// kGpuChannelGBs, and the narrowest hop of any rank's host ring is shared among the
+// channels. Across hosts a network hop costs NCCL's network latency and the channels share
+// the slowest rank's NIC; a topology without NICs keeps the CPU calibration's figures.
+void gpuTuning(const ncclComm* comm, const NetworkHops& hops, bool placed, TuneTopology* topo,
+               TuneConstants* constants) {
+  if (!placed) return;
   double hopGBs = 0;
+  double nicGBs = 0;
   bool nvlink = true;
   for (const PeerInfo& p : comm->peers) {
     if (p.ringHopGBs > 0) hopGBs = hopGBs == 0 ? p.ringHopGBs : std::min<double>(hopGBs, p.ringHopGBs);
+    if (p.nicGBs > 0) nicGBs = nicGBs == 0 ? p.nicGBs : std::min<double>(nicGBs, p.nicGBs);
     nvlink = nvlink && p.ringOverNvlink != 0;
   }
   const double channels = static_cast<double>(comm->channels.size());
-  topo->busBwGBs = hopGBs > 0 ? std::min<double>(topo::kGpuChannelGBs, hopGBs / channels) : topo::kGpuChannelGBs;
-  topo->hopLatencyUs = nvlink ? kGpuNvlinkHopUs : kGpuPciHopUs;
-  *constants = gpuTuneConstants(nvlink);
+  const double channelGBs =
+      hopGBs > 0 ? std::min<double>(topo::kGpuChannelGBs, hopGBs / channels) : topo::kGpuChannelGBs;
+  if (!hops.any) {
+    topo->busBwGBs = channelGBs;
+    topo->hopLatencyUs = nvlink ? kGpuNvlinkHopUs : kGpuPciHopUs;
+    *constants = gpuTuneConstants(nvlink);
+    return;
+  }
+  if (nicGBs <= 0) return;
+  topo->busBwGBs = std::min(channelGBs, nicGBs / channels);
+  topo->hopLatencyUs = kGpuNetHopUs;
+  topo->localHopLatencyUs = nvlink ? kGpuNvlinkHopUs : kGpuPciHopUs;  // a kernel spins: no wake-up to pay
+  topo->ringNetHopShare = hops.ringShare;
+  topo->treeNetHops = hops.treeNetHops;
+  *constants = gpuNetTuneConstants(nvlink);
 }
 
 // What the tuning model needs, from information every rank shares (so every rank
@@ -134,7 +150,7 @@ TuneTopology tuneTopology(const ncclComm* comm, const NetworkHops& hops, int tre
     topo.ringNetHopShare = hops.ringShare;
     topo.treeNetHops = hops.treeNetHops;
   }
-  gpuTuning(comm, overNetwork, placed, &topo, constants);
+  gpuTuning(comm, hops, placed, &topo, constants);
   return topo;
 }
 

@@ -310,6 +310,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
     self.ringHopGBs = route.intraBw;
     self.ringOverNvlink = route.nvlink ? 1 : 0;
     self.topoGpu = route.topoGpu;
+    self.nicGBs = route.nicGBs;
     self.gpuReach = gpuReachOf(comm, route);
     self.channelsWanted = gpuChannelsWanted(comm, route.channels);
   } else {

@@ -107,7 +107,11 @@ ncclResult_t routeGpu(int cudaDev, uint64_t busId, int hosts, GpuRoute* route) {
       route->nearNicPaths.push_back(system.path(gpu, nic).type);
     }
   };
-  if (dealt >= 0) addNic(dealt);
+  if (dealt >= 0) {
+    addNic(dealt);
+    const float path = system.path(gpu, dealt).bw;
+    route->nicGBs = path > 0 ? std::min(system.node(dealt).netBw, path) : system.node(dealt).netBw;
+  }
   for (int nic : system.nearestNics(gpu))
     if (nic != dealt) addNic(nic);
   for (size_t i = 0; i < system.gpus().size(); ++i) {

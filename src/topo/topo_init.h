@@ -39,6 +39,9 @@ struct GpuRoute {
   std::vector<std::string> nearNics;
   // The path from this GPU to each of nearNics' NICs (NCCL_NET_GDR_LEVEL is compared with it).
   std::vector<PathType> nearNicPaths;
+  // GB/s this GPU's network traffic gets: the dealt NIC's fastest port, or the narrowest link
+  // on the way to it if that is narrower (0: no NIC in the topology).
+  float nicGBs = 0;
 };
 // What one channel (one thread block) of NCCL's moves over NVLink on Hopper: NCCL runs 16
 // channels over a DGX H100's 18 NVLinks (371 GB/s), about 23 GB/s each.

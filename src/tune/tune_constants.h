@@ -86,4 +86,15 @@ inline TuneConstants gpuTuneConstants(bool nvlink) {
   return c;
 }
 
+// Across hosts, NCCL's network hop for a ring (hwLat[NET]): LL 2.7, LL128 4.0, Simple 14 us;
+// the hops within a host keep the figures above (TuneTopology::localHopLatencyUs, with the
+// network's protocol factors: the model has one factor per protocol).
+inline constexpr double kGpuNetHopUs = 14.0;
+inline TuneConstants gpuNetTuneConstants(bool nvlink) {
+  TuneConstants c = gpuTuneConstants(nvlink);
+  const double hops[3] = {2.7, 4.0, kGpuNetHopUs};
+  for (int p = 0; p < 3; ++p) c.hopLatencyFactor[p] = hops[p] / kGpuNetHopUs;
+  return c;
+}
+
 }  // namespace chorus

@@ -205,5 +205,32 @@ TEST_F(GpuNetGdrTest, AReceiverThatCannotFlushKeepsItsSlotsInHostMemory) {
   EXPECT_GT(e.gpuSending, 0);
 }
 
+// Across hosts a GPU communicator is priced with NCCL's network figures: a hop costs
+// NCCL's network latency, not the CPU calibration's loopback TCP (35 us), and the channels
+// share the NIC's bandwidth (mlx5_3: 400 Gb/s), not the socket net's 1.6 GB/s.
+TEST_F(GpuNetGdrTest, AcrossHostsAGpuCommunicatorIsPricedWithNcclsNetworkFigures) {
+  init(1 | 2 | 4);
+  const double nicGBs = comms_[0]->peers[0].nicGBs;
+  ASSERT_GT(nicGBs, 40.0) << "mlx5_3's 400 Gb/s port, or the PCI link to it";
+  ASSERT_LE(nicGBs, 50.0);
+  float* buf = reinterpret_cast<float*>(fixtures::fakeDriver().deviceMemory);
+  auto predictUs = [&](size_t bytes) {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAllReduce(buf, buf, bytes / sizeof(float), ncclFloat32, ncclSum, comms_[0], nullptr), ncclSuccess);
+    EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess);
+    return static_cast<double>(info.estimatedTime);
+  };
+  // Two ranks: one hop each way, NCCL's base latency and an LL network hop (3.6 + 2.7 us).
+  const double small = predictUs(8);
+  EXPECT_GT(small, 3.6);
+  EXPECT_LT(small, 3.6 + 2 * 2.7 + 1.0);
+  // 256 MiB streams at the NIC's bandwidth (2 ranks: busbw = bytes / time).
+  const double large = static_cast<double>(size_t(256) << 20);
+  const double busbw = large / predictUs(size_t(256) << 20) / 1e3;
+  EXPECT_GT(busbw, 0.9 * nicGBs);
+  EXPECT_LE(busbw, nicGBs * 1.001);
+}
+
 }  // namespace
 }  // namespace chorus
