@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -221,6 +222,12 @@ TEST_F(GpuNetGdrTest, AcrossHostsAGpuCommunicatorIsPricedWithNcclsNetworkFigures
     EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess);
     return static_cast<double>(info.estimatedTime);
   };
+  std::printf("AllReduce, 2 GPUs of two DGX H100s over the network, predicted:\n%12s %12s %14s\n", "bytes", "time (us)",
+              "busbw (GB/s)");
+  for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 8) {
+    const double us = predictUs(bytes);
+    std::printf("%12zu %12.2f %14.2f\n", bytes, us, static_cast<double>(bytes) / us / 1e3);
+  }
   // Two ranks: one hop each way, NCCL's base latency and an LL network hop (3.6 + 2.7 us).
   const double small = predictUs(8);
   EXPECT_GT(small, 3.6);
