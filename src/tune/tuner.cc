@@ -52,6 +52,9 @@ struct CostShape {
 
 int ceilLog2(int n) { return n <= 1 ? 0 : std::bit_width(static_cast<unsigned>(n - 1)); }
 
+// Hops from the tree's root to its deepest rank: `treeDepth` where known, else a binary tree's.
+int treeDepthOf(int treeDepth, int n) { return treeDepth > 0 ? treeDepth : ceilLog2(n); }
+
 // `channelBytes`: one channel's share of the call, which is what the executor's programs
 // see (pairAllReduce is taken per channel).
 CostShape shapeOf(CollKind coll, Algorithm algo, int n, int treeDepth, size_t channelBytes) {
@@ -61,7 +64,7 @@ CostShape shapeOf(CollKind coll, Algorithm algo, int n, int treeDepth, size_t ch
   switch (coll) {
     case CollKind::AllReduce:
       if (algo == Algorithm::Tree) {
-        const int depth = treeDepth > 0 ? treeDepth : ceilLog2(n);
+        const int depth = treeDepthOf(treeDepth, n);
         return {2.0 * depth, 2.0, 2.0 * (depth - 1)};
       }
       if (n == 2 && channelBytes <= kPairAllReduceMaxBytes) return {1, 1, 0};               // pairAllReduce
@@ -116,7 +119,7 @@ double hopLatencyOf(const TuneTopology& topo, Algorithm algo, int n) {
   if (topo.localHopLatencyUs <= 0) return topo.hopLatencyUs;
   double share = topo.ringNetHopShare;
   if (algo == Algorithm::Tree && topo.treeNetHops >= 0) {
-    const int depth = topo.treeDepth > 0 ? topo.treeDepth : ceilLog2(n);
+    const int depth = treeDepthOf(topo.treeDepth, n);
     share = depth > 0 ? std::min(1.0, static_cast<double>(topo.treeNetHops) / depth) : 1.0;
   }
   return share * topo.hopLatencyUs + (1 - share) * topo.localHopLatencyUs;

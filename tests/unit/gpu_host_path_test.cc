@@ -18,6 +18,7 @@
 #include "core/debug.h"
 #include "fake_cuda_driver.h"
 #include "nccl.h"
+#include "predicted_time.h"
 #include "src/comm/comm.h"
 #include "src/executor/cuda/cuda_executor.h"
 #include "src/topo/topo_init.h"
@@ -335,13 +336,7 @@ TEST_F(GpuHostPathTest, AGpuCommunicatorIsPricedWithNcclsGpuFigures) {
   ASSERT_EQ(initOnDgxH100({0, 1, 2, 3, 4, 5, 6, 7}), ncclSuccess);
   auto* buf = reinterpret_cast<float*>(fake_.managedMemory);  // a GPU can reach it
   const double n = 8;
-  auto predictUs = [&](size_t bytes) {
-    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
-    EXPECT_EQ(ncclAllReduce(buf, buf, bytes / sizeof(float), ncclFloat32, ncclSum, comms_[0], nullptr), ncclSuccess);
-    EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess);
-    return static_cast<double>(info.estimatedTime);
-  };
+  auto predictUs = [&](size_t bytes) { return fixtures::predictedAllReduceUs(comms_[0], buf, bytes); };
   std::printf("AllReduce, 8 GPUs of a DGX H100, predicted:\n%12s %12s %14s\n", "bytes", "time (us)", "busbw (GB/s)");
   double previous = 0;
   for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 8) {

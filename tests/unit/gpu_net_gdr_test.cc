@@ -18,6 +18,7 @@
 #include "core/path_type.h"
 #include "fake_cuda_driver.h"
 #include "nccl.h"
+#include "predicted_time.h"
 #include "running_gpu_stand_in.h"
 #include "src/comm/comm.h"
 #include "stand_in_gpu_memory.h"
@@ -215,13 +216,7 @@ TEST_F(GpuNetGdrTest, AcrossHostsAGpuCommunicatorIsPricedWithNcclsNetworkFigures
   ASSERT_GT(nicGBs, 40.0) << "mlx5_3's 400 Gb/s port, or the PCI link to it";
   ASSERT_LE(nicGBs, 50.0);
   float* buf = reinterpret_cast<float*>(fixtures::fakeDriver().deviceMemory);
-  auto predictUs = [&](size_t bytes) {
-    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
-    EXPECT_EQ(ncclAllReduce(buf, buf, bytes / sizeof(float), ncclFloat32, ncclSum, comms_[0], nullptr), ncclSuccess);
-    EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess);
-    return static_cast<double>(info.estimatedTime);
-  };
+  auto predictUs = [&](size_t bytes) { return fixtures::predictedAllReduceUs(comms_[0], buf, bytes); };
   std::printf("AllReduce, 2 GPUs of two DGX H100s over the network, predicted:\n%12s %12s %14s\n", "bytes", "time (us)",
               "busbw (GB/s)");
   for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 8) {
