@@ -9,7 +9,7 @@
 //     tail is published, read by the receiver once the step arrived (step_stamps.h);
 //   Simple on proxied FIFOs (NET): a trailer right behind the step's payload, 8-byte
 //     aligned, sent with it; `sizes` then counts the trailer too;
-//   LL and LL128, everywhere: the step's first lines (ll_primitives.h), flags and all.
+//   LL and LL128, everywhere: the step's first lines (line_pipeline.h), flags and all.
 // The receiver compares the stamp with its own call's (stampsMatch): a Send matches the
 // Recv of the same sequence number and bytes; a collective matches only itself. So no
 // extra message or round trip is needed, and a mismatch shows at the first step.

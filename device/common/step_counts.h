@@ -14,6 +14,7 @@
 
 #include "device/common/datatypes.h"
 #include "device/common/ll128_primitives.h"
+#include "device/common/ll_primitives.h"
 #include "device/common/programs.h"
 #include "device/common/work.h"
 

@@ -86,6 +86,8 @@ struct StepFifoControl {
   alignas(kCacheLine) PeerCall receiver;
 };
 
+static_assert(sizeof(StepFifoControl) % 128 == 0, "the buffers after the control block start 128-byte aligned");
+
 // Marks a connection broken for `cause` (host side), unless it already is: the first cause stays.
 inline void markBroken(StepFifoControl* ctrl, BrokenCause cause) {
   uint32_t expected = 0;
@@ -98,10 +100,14 @@ struct FifoLayout {
   int nSlots = kNcclSteps;
   size_t slotBytes[kNumProtocols] = {0, 0, 0};  // LL: whole 16 B lines; LL128: whole 128 B lines
 
+  // Each protocol's buffer starts on a 128-byte boundary of the connection's memory (and
+  // of the buffers where they live apart): a GPU warp stores an LL128 line whole only
+  // where the line is one aligned 128-byte block (ll128_primitives.h).
+  static constexpr size_t kBufferAlign = 128;
   size_t bufferOffset(int proto) const {
-    size_t offset = sizeof(StepFifoControl);
-    for (int p = 0; p < proto; ++p) offset += slotBytes[p] * nSlots;
-    return offset;
+    size_t offset = 0;
+    for (int p = 0; p < proto; ++p) offset += (slotBytes[p] * nSlots + kBufferAlign - 1) / kBufferAlign * kBufferAlign;
+    return sizeof(StepFifoControl) + offset;
   }
   size_t totalBytes() const { return bufferOffset(kNumProtocols); }
   // The buffers alone, where they live apart from the control block (GPU memory).

@@ -1,5 +1,5 @@
 // Stamping Simple steps with their call and checking the stamps (call_stamp.h; LL and
-// LL128 carry theirs in lines, ll_primitives.h), and the calls each end of a connection
+// LL128 carry theirs in lines, line_pipeline.h), and the calls each end of a connection
 // announces, which long waits compare: written once for both executors.
 //
 // Exec needs, besides the primitives' interface: Exec::fenceRelease() and

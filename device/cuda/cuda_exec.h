@@ -84,27 +84,42 @@ class CudaExec {
     uint64_t start = 0;
     for (uint32_t polls = 1;; ++polls) {
       if (cond()) return true;
+      if (polls % kPollsPerCheck == 0 && !keepWaiting(end, &start, cond)) return false;
+    }
+  }
+
+  // LL128 data lines move by eight threads of a warp, 16 bytes each (ll128_primitives.h).
+  static constexpr int kLineThreads = 8;
+  static_assert(kCudaThreadsPerLane % 32 == 0, "a line's eight threads lie in one warp");
+
+  // This thread's piece of a line: one 16-byte store, which the warp's eight threads of the
+  // line make together, so the line leaves as one 128-byte store.
+  __device__ static void writeLinePiece(uint64_t* line, int piece, uint64_t w0, uint64_t w1) {
+    asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(line + 2 * piece), "l"(w0), "l"(w1) : "memory");
+  }
+
+  // This thread's piece of a line once the line's flag (the last piece's second word) is
+  // `flag`: the eight threads load their pieces together and vote, as NCCL's LL128 does, so
+  // the line is read in one 128-byte load; the same answer for all eight.
+  __device__ bool readLinePiece(const uint64_t* line, int piece, uint64_t flag, uint64_t* w0, uint64_t* w1,
+                                const FifoEnd& end) {
+    const unsigned lane = threadIdx.x % 32;
+    const unsigned group = 0xffu << (lane & ~7u);  // the eight lanes holding this line
+    const bool flagPiece = piece == kLineThreads - 1;
+    const uint64_t* at = line + 2 * piece;
+    uint64_t start = 0;
+    for (uint32_t polls = 1;; ++polls) {
+      uint64_t a, b;
+      asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(at) : "memory");
+      if (__all_sync(group, !flagPiece || b == flag)) {
+        *w0 = a;
+        *w1 = b;
+        return true;
+      }
       if (polls % kPollsPerCheck != 0) continue;
-      if (*reinterpret_cast<const volatile uint32_t*>(args_.abortFlag) != 0) {
-        record(ncclSystemError, end.peer, "aborted (ncclCommAbort or a failure elsewhere)", 0, 0);
-        return false;
-      }
-      if (*reinterpret_cast<const volatile int*>(&args_.status->code) != 0) return false;  // another block failed
-      if (*reinterpret_cast<const volatile uint32_t*>(&end.ctrl->broken) != 0) {
-        if (cond()) return true;  // delivered just before the connection broke
-        record(ncclRemoteError, end.peer, "the connection to the peer broke (its work failed or it aborted)", 0, 0);
-        return false;
-      }
-      if (CallStamp theirs; callConflict<CudaExec>(end, &theirs)) {  // the peer went past this call
-        mismatch(end, theirs, end.call, "");
-        return false;
-      }
-      const uint64_t now = globalTimer();
-      if (start == 0) start = now;
-      if (args_.timeoutNs != 0 && now - start > args_.timeoutNs) {
-        record(ncclRemoteError, end.peer, "timed out: no progress from the peer within CHORUS_TIMEOUT", 0, 0);
-        return false;
-      }
+      // One thread looks at what ends a wait, for the eight: they stop together.
+      const bool stop = flagPiece && !keepWaiting(end, &start, [&] { return loadRelaxed(line + 15) == flag; });
+      if (__any_sync(group, stop)) return false;
     }
   }
 
@@ -147,6 +162,35 @@ class CudaExec {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
+  }
+
+  // What ends a wait, looked at every kPollsPerCheck polls: an abort, another block's
+  // failure, a broken connection (unless `delivered()`: what the wait is for arrived just
+  // before), the peer gone past this call, the timeout (from `*start`, set at the first
+  // look). False, the cause recorded, when the wait must stop.
+  template <typename Delivered>
+  __device__ bool keepWaiting(const FifoEnd& end, uint64_t* start, Delivered&& delivered) {
+    if (*reinterpret_cast<const volatile uint32_t*>(args_.abortFlag) != 0) {
+      record(ncclSystemError, end.peer, "aborted (ncclCommAbort or a failure elsewhere)", 0, 0);
+      return false;
+    }
+    if (*reinterpret_cast<const volatile int*>(&args_.status->code) != 0) return false;  // another block failed
+    if (*reinterpret_cast<const volatile uint32_t*>(&end.ctrl->broken) != 0) {
+      if (delivered()) return true;
+      record(ncclRemoteError, end.peer, "the connection to the peer broke (its work failed or it aborted)", 0, 0);
+      return false;
+    }
+    if (CallStamp theirs; callConflict<CudaExec>(end, &theirs)) {  // the peer went past this call
+      mismatch(end, theirs, end.call, "");
+      return false;
+    }
+    const uint64_t now = globalTimer();
+    if (*start == 0) *start = now;
+    if (args_.timeoutNs != 0 && now - *start > args_.timeoutNs) {
+      record(ncclRemoteError, end.peer, "timed out: no progress from the peer within CHORUS_TIMEOUT", 0, 0);
+      return false;
+    }
+    return true;
   }
 
   const KernelArgs& args_;

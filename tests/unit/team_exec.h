@@ -2,32 +2,62 @@
 // interface (device/common/team_ops.h) as a GPU block has it, so the cooperative code
 // paths the CUDA executor compiles are run and checked on a machine without a GPU.
 // Memory ordering and waits are the CPU executor's.
+//
+// TeamExecOf<8> also moves LL128 lines by groups of eight threads, as a warp does
+// (ll128_primitives.h): a group's pieces of a line are stored together with the flag
+// released after the others (what a warp's single 128-byte store gives on NVLink), and
+// read once the last thread's wait for the flag succeeded and the group voted.
 #pragma once
 
 #include <atomic>
 #include <barrier>
+#include <memory>
+#include <vector>
 
 #include "device/cpu/cpu_exec.h"
 
 namespace chorus {
 namespace fixtures {
 
-// What the threads of one team share.
-struct TeamState {
-  explicit TeamState(int n) : barrier(n) {}
+// A barrier of `n` threads that also tells whether every one of them passed true.
+struct Vote {
+  explicit Vote(int n) : barrier(n) {}
+  // Round r votes in slot r % 3, and the leader clears slot (r + 2) % 3 (read in round
+  // r - 1 by threads that have all passed round r's barrier, written next in round r + 2,
+  // after the leader has passed round r + 1). `round`: the caller's count of its votes.
+  bool all(bool v, int* round, bool leader) {
+    const int slot = *round % 3;
+    if (!v) someFalse[slot].store(true);
+    barrier.arrive_and_wait();
+    const bool result = !someFalse[slot].load();
+    if (leader) someFalse[(*round + 2) % 3].store(false);
+    ++*round;
+    return result;
+  }
   std::barrier<> barrier;
-  // teamAll's votes, three rounds deep: round r votes in slot r % 3, and thread 0 clears
-  // slot (r + 2) % 3 (read in round r - 1 by threads that have all passed round r's
-  // barrier, written next in round r + 2, after thread 0 has passed round r + 1).
   std::atomic<bool> someFalse[3] = {false, false, false};
-  WorkItem item{};  // teamItem's copy, as a GPU block's shared memory holds it
 };
 
-class TeamExec {
+// What the threads of one team share.
+struct TeamState {
+  // `lineThreads`: the size of the groups that move an LL128 line (1: none).
+  explicit TeamState(int n, int lineThreads = 1) : team(n) {
+    if (lineThreads > 1)
+      for (int g = 0; g < n / lineThreads; ++g) groups.push_back(std::make_unique<Vote>(lineThreads));
+  }
+  Vote team;
+  std::vector<std::unique_ptr<Vote>> groups;
+  WorkItem item{};                  // teamItem's copy, as a GPU block's shared memory holds it
+  std::atomic<long> linePieces{0};  // calls of writeLinePiece and readLinePiece
+};
+
+template <int LineThreads>
+class TeamExecOf {
  public:
   static constexpr bool kTeamOfOne = false;
+  static constexpr int kLineThreads = LineThreads;
 
-  TeamExec(ExecContext& ctx, TeamState& team, int tid, int nthreads)
+  TeamExecOf(ExecContext& ctx, TeamState& team, int tid, int nthreads)
       : ctx_(ctx), cpu_(ctx), team_(team), tid_(tid), nthreads_(nthreads) {}
 
   static uint64_t loadAcquire(const uint64_t* p) { return CpuExec::loadAcquire(p); }
@@ -41,16 +71,8 @@ class TeamExec {
 
   int tid() const { return tid_; }
   int nthreads() const { return nthreads_; }
-  void teamSync() { team_.barrier.arrive_and_wait(); }
-  bool teamAll(bool v) {
-    const int slot = round_ % 3;
-    if (!v) team_.someFalse[slot].store(true);
-    team_.barrier.arrive_and_wait();
-    const bool all = !team_.someFalse[slot].load();
-    if (tid_ == 0) team_.someFalse[(round_ + 2) % 3].store(false);
-    ++round_;
-    return all;
-  }
+  void teamSync() { team_.team.barrier.arrive_and_wait(); }
+  bool teamAll(bool v) { return team_.team.all(v, &teamRound_, tid_ == 0); }
 
   // As CudaExec::teamItem: the team's copy, filled word by word by its threads.
   const WorkItem& teamItem(const WorkItem& item) {
@@ -59,6 +81,24 @@ class TeamExec {
       reinterpret_cast<uint64_t*>(&team_.item)[i] = reinterpret_cast<const uint64_t*>(&item)[i];
     teamSync();
     return team_.item;
+  }
+
+  // As CudaExec's: the group's pieces of a line, the flag word released after the rest.
+  void writeLinePiece(uint64_t* line, int piece, uint64_t w0, uint64_t w1) {
+    team_.linePieces.fetch_add(1, std::memory_order_relaxed);
+    storeRelaxed(line + 2 * piece, w0);
+    if (piece != kLast) storeRelaxed(line + 2 * piece + 1, w1);
+    group().barrier.arrive_and_wait();
+    if (piece == kLast) storeRelease(line + 2 * piece + 1, w1);
+  }
+  bool readLinePiece(const uint64_t* line, int piece, uint64_t flag, uint64_t* w0, uint64_t* w1, const FifoEnd& end) {
+    team_.linePieces.fetch_add(1, std::memory_order_relaxed);
+    bool ready = true;
+    if (piece == kLast) ready = cpu_.waitUntil([&] { return loadAcquire(line + 2 * kLast + 1) == flag; }, end);
+    if (!group().all(ready, &groupRound_, piece == 0)) return false;
+    *w0 = loadRelaxed(line + 2 * piece);
+    *w1 = loadRelaxed(line + 2 * piece + 1);
+    return true;
   }
 
   template <typename Cond>
@@ -72,13 +112,19 @@ class TeamExec {
   bool failed() const { return ctx_.failed(); }
 
  private:
+  static constexpr int kLast = LineThreads - 1;
+  Vote& group() { return *team_.groups[tid_ / LineThreads]; }
+
   ExecContext& ctx_;
   CpuExec cpu_;
   TeamState& team_;
   int tid_;
   int nthreads_;
-  int round_ = 0;
+  int teamRound_ = 0;
+  int groupRound_ = 0;
 };
+
+using TeamExec = TeamExecOf<1>;
 
 }  // namespace fixtures
 }  // namespace chorus

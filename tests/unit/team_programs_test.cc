@@ -1,7 +1,8 @@
 // device/common's programs run by teams of threads (tests/unit/team_exec.h), as a GPU
 // block runs them: every collective × algorithm × protocol across 2 and 3 ranks of 4
-// threads each, checked against values computed here; and an abort that must release
-// every thread of a waiting team.
+// threads each (LL128 also by a team of 16 that moves each line by a group of eight
+// threads, as a warp does), checked against values computed here; and an abort that must
+// release every thread of a waiting team.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,23 +26,27 @@ namespace {
 
 using fixtures::rankInput;
 using fixtures::TeamExec;
+using fixtures::TeamExecOf;
 using fixtures::TeamState;
 using fixtures::TestFifo;
 using fixtures::wholeCallItem;
 
-constexpr int kTeamSize = 4;
 // Small slots: many steps and partial lines, yet several lines per thread of a team.
 size_t slotBytesFor(Protocol proto) { return proto == Protocol::LL128 ? 128 * 12 : 512; }
 
-template <template <class, class, class> class P, Protocol Proto>
+template <template <class, class, class> class P, Protocol Proto, typename E = TeamExec, int TeamSize = 4>
 struct ProtocolTag {
   template <typename T, typename Op, typename Exec>
   using Prims = P<T, Op, Exec>;
   static constexpr Protocol kProtocol = Proto;
+  using Exec = E;
+  static constexpr int kTeamSize = TeamSize;
 };
 using SimpleTag = ProtocolTag<SimplePrimitives, Protocol::Simple>;
 using LLTag = ProtocolTag<LLPrimitives, Protocol::LL>;
 using LL128Tag = ProtocolTag<LL128Primitives, Protocol::LL128>;
+// Two groups of eight: lines dealt to groups, pieces within each.
+using LL128WarpLinesTag = ProtocolTag<LL128Primitives, Protocol::LL128, TeamExecOf<8>, 16>;
 
 // n ranks in one process: a ring (r -> r+1) and a chain tree rooted at rank 0 (rank r's
 // parent is r - 1), every connection a FIFO of the protocol under test.
@@ -82,22 +87,26 @@ class TeamRanks {
   // Rank 0 receives from rank `from` over its ring connection (nobody sends on it).
   void routeRecvFromRing(int from) { p2pRecv_[0][from] = &ring_[n_ - 1]->receiver; }
 
-  // Runs items[r] on rank r with a team of kTeamSize threads per rank.
+  // Runs items[r] on rank r with a team of Tag::kTeamSize threads per rank.
   template <typename Tag, typename T, typename Op>
   void run(const std::vector<WorkItem>& items, const Op& op) {
+    using Exec = typename Tag::Exec;
     std::vector<std::unique_ptr<TeamState>> teams;
-    for (int r = 0; r < n_; ++r) teams.push_back(std::make_unique<TeamState>(kTeamSize));
+    for (int r = 0; r < n_; ++r) teams.push_back(std::make_unique<TeamState>(Tag::kTeamSize, Exec::kLineThreads));
     std::vector<std::thread> threads;
     for (int r = 0; r < n_; ++r) {
-      for (int t = 0; t < kTeamSize; ++t) {
+      for (int t = 0; t < Tag::kTeamSize; ++t) {
         threads.emplace_back([&, r, t] {
-          TeamExec exec(ctx_[r], *teams[r], t, kTeamSize);
+          Exec exec(ctx_[r], *teams[r], t, Tag::kTeamSize);
           programs::runItem<Tag::template Prims, T>(exec, comms_[r], items[r], op);
         });
       }
     }
     for (auto& th : threads) th.join();
+    for (const auto& team : teams) linePieces_ += team->linePieces.load();
   }
+  // Lines moved piece by piece (TeamExecOf<8>) so far.
+  long linePieces() const { return linePieces_; }
 
   int result(int r) const { return ctx_[r].result.load(); }
   void abort(int r) { abort_[r].store(1); }
@@ -113,11 +122,12 @@ class TeamRanks {
   std::vector<ChannelView> views_;
   std::vector<std::vector<FifoEnd*>> p2pRecv_;
   std::vector<CommView> comms_;
+  long linePieces_ = 0;
 };
 
 template <typename Tag>
 class TeamProgramsTest : public ::testing::Test {};
-using Protocols = ::testing::Types<SimpleTag, LLTag, LL128Tag>;
+using Protocols = ::testing::Types<SimpleTag, LLTag, LL128Tag, LL128WarpLinesTag>;
 TYPED_TEST_SUITE(TeamProgramsTest, Protocols);
 
 const size_t kCounts[] = {1, 37, 4099};
@@ -137,6 +147,7 @@ TYPED_TEST(TeamProgramsTest, AllReduceRingAndTree) {
                                         recv[r].data(), count, 0));
         }
         ranks.run<TypeParam, int32_t>(items, Op{0, 1});
+        EXPECT_EQ(ranks.linePieces() > 0, TypeParam::Exec::kLineThreads > 1) << "LL128 data lines by groups";
         for (int r = 0; r < nranks; ++r) {
           ASSERT_EQ(ranks.result(r), ncclSuccess);
           for (size_t i = 0; i < count; ++i) {
