@@ -54,22 +54,30 @@ PathType netGdrLevel() {
 
 }  // namespace
 
-bool buffersOnReceiverGpu(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link) {
+bool receiverGpuBuffersAllowed(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link, std::string* why) {
+  why->clear();
   if (link.gpuMemory == nullptr || !peer.gpuComm || !self.gpuComm) return false;
   if (envInt("NCCL_P2P_DISABLE", 0) != 0) return false;  // as NCCL's: no GPU writes another's memory
   const PathType level = p2pLevel();
   if (link.gpuPath < 0 || link.gpuPath > static_cast<int>(level)) {
-    INFO(kSubsysP2p, "Rank %d -> rank %d through host memory: their GPUs' path is %s, NCCL_P2P_LEVEL is %s", peer.rank,
-         self.rank, link.gpuPath < 0 ? "unknown" : pathTypeName(static_cast<PathType>(link.gpuPath)),
-         pathTypeName(level));
+    *why = std::string("their GPUs' path is ") +
+           (link.gpuPath < 0 ? "unknown" : pathTypeName(static_cast<PathType>(link.gpuPath))) + ", NCCL_P2P_LEVEL is " +
+           pathTypeName(level);
     return false;
   }
   if (!link.peerWritesMine) {
-    INFO(kSubsysP2p, "Rank %d -> rank %d through host memory: rank %d's GPU cannot write rank %d's GPU memory",
-         peer.rank, self.rank, peer.rank, self.rank);
+    *why =
+        "rank " + std::to_string(peer.rank) + "'s GPU cannot write rank " + std::to_string(self.rank) + "'s GPU memory";
     return false;
   }
   return true;
+}
+
+bool buffersOnReceiverGpu(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link) {
+  std::string why;
+  if (receiverGpuBuffersAllowed(self, peer, link, &why)) return true;
+  if (!why.empty()) INFO(kSubsysP2p, "Rank %d -> rank %d through host memory: %s", peer.rank, self.rank, why.c_str());
+  return false;
 }
 
 int netDeviceFor(const std::vector<std::string>& deviceNames, const std::vector<std::string>* nearNics, int peerRank,

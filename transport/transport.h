@@ -38,6 +38,7 @@ struct PeerInfo {
   int topoGpu;         // ... its GPU's index among its host topology's GPUs, or -1
   uint64_t gpuReach;   // ... bit i: its GPU can write the memory of that topology's GPU i
   int gpuLanes;        // ... the blocks of the collective kernel its GPU runs at once (0: unknown)
+  int gpuArch;         // ... its GPU's compute capability, major * 10 + minor (0: unknown)
   float nicGBs;        // ... GB/s its GPU's network traffic gets (topo::GpuRoute::nicGBs; 0: unknown)
   char hostname[64];
 };
@@ -103,6 +104,9 @@ bool netBuffersOnGpu(const PeerInfo& self, const LinkContext& link, int ptrSuppo
 // sender's GPU can write the receiver's. The P2P and SHM transports decide alike; an INFO
 // line names why not.
 bool buffersOnReceiverGpu(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link);
+// The same decision without the INFO line; `*why` says why not where an INFO line would
+// (empty where no GPU memory was in question: a CPU communicator, NCCL_P2P_DISABLE).
+bool receiverGpuBuffersAllowed(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link, std::string* why);
 
 enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };
 

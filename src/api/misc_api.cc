@@ -18,7 +18,8 @@ namespace {
 std::mutex gMemMutex;
 struct MemAllocation {
   size_t size;
-  bool device;  // cudaMalloc'd by the CUDA executor, else host memory
+  bool device;  // GPU memory from the CUDA executor (gpuMemAlloc), else host memory
+  int cudaDev;  // ... on this CUDA device
 };
 std::unordered_map<void*, MemAllocation>& memAllocations() {
   static std::unordered_map<void*, MemAllocation> allocations;
@@ -68,8 +69,9 @@ const char* pncclGetLastError(ncclComm_t) { return lastErrorText(); }
 
 void pncclResetDebugInit(void) { resetDebugInit(); }
 
-// Device memory where the CUDA executor runs (cudaMalloc, as NCCL); elsewhere host
-// memory, page-aligned and zero-filled, which the CPU executor uses.
+// Device memory where the CUDA executor runs, shareable with other processes and NICs as
+// NCCL's (gpuMemAlloc); elsewhere host memory, page-aligned and zero-filled, which the CPU
+// executor uses.
 ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   CHORUS_CHECK(checkNotNull(ptr, "ptr", "ncclMemAlloc"));
   const size_t page = 4096;
@@ -80,7 +82,8 @@ ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
   const size_t bytes = (size + page - 1) / page * page + (size == 0 ? page : 0);
   void* p = nullptr;
   ncclResult_t r = ncclSuccess;
-  const bool device = gpuMemAlloc(&p, bytes, &r);
+  int cudaDev = -1;
+  const bool device = gpuMemAlloc(&p, bytes, &cudaDev, &r);
   if (device) {
     CHORUS_CHECK(r);
   } else {
@@ -92,9 +95,13 @@ ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
     memset(p, 0, bytes);
   }
   std::lock_guard<std::mutex> lock(gMemMutex);
-  memAllocations()[p] = MemAllocation{size, device};
+  memAllocations()[p] = MemAllocation{size, device, cudaDev};
   *ptr = p;
-  INFO(kSubsysAlloc, "ncclMemAlloc: %zu bytes at %p (%s memory)", size, p, device ? "device" : "host");
+  if (device) {
+    INFO(kSubsysAlloc, "ncclMemAlloc: %zu bytes at %p (memory of CUDA device %d)", size, p, cudaDev);
+  } else {
+    INFO(kSubsysAlloc, "ncclMemAlloc: %zu bytes at %p (host memory)", size, p);
+  }
   return ncclSuccess;
 }
 
@@ -106,16 +113,15 @@ ncclResult_t pncclMemFree(void* ptr) {
     WARN("ncclMemFree: invalid argument: ptr %p was not returned by ncclMemAlloc", ptr);
     return ncclInvalidArgument;
   }
-  const bool device = it->second.device;
+  const MemAllocation allocation = it->second;
   memAllocations().erase(it);
   lock.unlock();
-  ncclResult_t r = ncclSuccess;
-  if (device) {
-    gpuMemFree(ptr, &r);
+  if (allocation.device) {
+    gpuMemFree(ptr, allocation.cudaDev);
   } else {
     std::free(ptr);
   }
-  return r;
+  return ncclSuccess;
 }
 
 // Registration lets a GPU executor map user buffers; host buffers need nothing, so

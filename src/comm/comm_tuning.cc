@@ -1,6 +1,6 @@
 // The tuning model's view of a communicator: link figures from the transports its ring
-// and tree use, hops priced per kind where only some cross the network, and NCCL's GPU
-// figures for a GPU communicator within a host.
+// and tree use, hops priced per kind where only some cross the network, NCCL's GPU
+// figures for a GPU communicator within a host, and whether its GPUs may use LL128.
 #include "src/comm/comm_tuning.h"
 
 #include <unistd.h>
@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "core/path_type.h"
 #include "src/topo/topo_init.h"
 
 namespace chorus {
@@ -42,13 +44,59 @@ struct NetworkHops {
   // much as a network hop, so every hop is priced as one (measured with 4 ranks over two
   // "hosts" on 2 cores, BENCHMARKS.md "The tuner across hosts").
   bool oversubscribed = false;
+  // Why a GPU communicator must not use LL128 (TuneTopology::ll128Hazard); null: it may.
+  const char* ll128Hazard = nullptr;
 };
+
+// Compute capabilities on which NCCL 2.28 enables LL128 by default (major * 10 + minor).
+constexpr int kLl128Archs[] = {70, 80, 90, 100, 120};
+
+// LL128 on a GPU (device/common/ll128_primitives.h) needs each warp's 128-byte line to
+// arrive whole at the reader, which NCCL trusts NVLink and a GPU's own memory with. So, as
+// NCCL decides: every FIFO between this rank's GPU and another GPU of its host is in GPU
+// memory over NVLink (or on the same GPU); the NIC its network connections leave by is
+// within PXB of it (NCCL's rule; a proxied FIFO itself is read after its tail). Null when
+// that holds; else why not, and `*peer`, the rank whose connection to this one fails it.
+const char* localLl128Hazard(const ncclComm* comm, int* peer) {
+  const PeerInfo& self = comm->peers[comm->rank];
+  *peer = -1;
+  if (!self.gpuComm) return nullptr;
+  for (const PeerInfo& p : comm->peers) {
+    if (p.rank == comm->rank) continue;
+    *peer = p.rank;
+    if (p.hostHash != self.hostHash) {
+      if (!comm->nearNicPaths.empty() && comm->nearNicPaths.front() > static_cast<int>(PathType::PXB))
+        return "the NIC nearest the GPU is farther than PXB";
+      continue;
+    }
+    const LinkContext link = p.rank < static_cast<int>(comm->gpuLinks.size()) ? comm->gpuLinks[p.rank] : LinkContext{};
+    std::string why;
+    if (!receiverGpuBuffersAllowed(self, p, link, &why)) return "a FIFO between GPUs of one host is in host memory";
+    if (link.gpuPath > static_cast<int>(PathType::NVL)) return "two GPUs of one host are not linked by NVLink";
+  }
+  *peer = -1;
+  return nullptr;
+}
+
+// Whether every GPU communicator rank's GPU has one compute capability NCCL runs LL128 on.
+const char* archLl128Hazard(const std::vector<PeerInfo>& peers) {
+  int arch = -1;
+  for (const PeerInfo& p : peers) {
+    if (!p.gpuComm) continue;
+    if (arch >= 0 && p.gpuArch != arch) return "the GPUs' compute capabilities differ";
+    arch = p.gpuArch;
+  }
+  if (arch < 0) return nullptr;  // a CPU communicator: its lines are ordered by release and acquire
+  for (int supported : kLl128Archs)
+    if (arch == supported) return nullptr;
+  return "the GPUs' compute capability is not one NCCL runs LL128 on (7.0, 8.0, 9.0, 10.0, 12.0)";
+}
 
 // All-gathered, so every rank prices calls alike (each knows only its own connections, and
 // the receiver of each chose its transport): whether any of a rank's connections, its ring
 // send and its tree link to its parent on channel 0 are NET, and that parent.
 ncclResult_t networkHops(ncclComm* comm, NetworkHops* out) {
-  enum : int32_t { kAny = 1, kRingSend = 2, kTreeUp = 4, kOversubscribed = 8 };
+  enum : int32_t { kAny = 1, kRingSend = 2, kTreeUp = 4, kOversubscribed = 8, kLl128Hazard = 16 };
   struct Report {
     int32_t flags;
     int32_t parent;
@@ -76,11 +124,20 @@ ncclResult_t networkHops(ncclComm* comm, NetworkHops* out) {
     mine.parent = ch.tree.parent;
     if (overNet(ch.send, ch.tree.parent) || overNet(ch.recv, ch.tree.parent)) mine.flags |= kTreeUp;
   }
+  int hazardPeer = -1;
+  if (const char* hazard = localLl128Hazard(comm, &hazardPeer)) {
+    mine.flags |= kLl128Hazard;
+    INFO(kSubsysTuning, "LL128 is not used on this communicator: %s (rank %d and rank %d)", hazard, comm->rank,
+         hazardPeer);
+  }
   CHORUS_CHECK(comm->bootstrap->allGather(reports.data(), sizeof(Report)));
+  out->ll128Hazard = archLl128Hazard(comm->peers);
   int ringNet = 0;
   for (int r = 0; r < comm->nranks; ++r) {
     out->any = out->any || (reports[r].flags & kAny) != 0;
     out->oversubscribed = out->oversubscribed || (reports[r].flags & kOversubscribed) != 0;
+    if ((reports[r].flags & kLl128Hazard) != 0 && out->ll128Hazard == nullptr)
+      out->ll128Hazard = "a GPU's connections may deliver a 128-byte line in pieces (not NVLink, or a far NIC)";
     ringNet += (reports[r].flags & kRingSend) != 0;
     int crossings = 0;  // on r's path to the root (at most nranks steps: a malformed report cannot loop)
     for (int at = r, steps = 0; at >= 0 && at < comm->nranks && reports[at].parent >= 0 && steps < comm->nranks;
@@ -137,6 +194,7 @@ TuneTopology tuneTopology(const ncclComm* comm, const NetworkHops& hops, int tre
   for (const PeerInfo& p : comm->peers) processes.insert(p.processId);
   topo.nHosts = nHosts;
   topo.treeDepth = treeDepth;
+  topo.ll128Hazard = hops.ll128Hazard;
   topo.nChannels = static_cast<int>(comm->channels.size());
   // Both transports are memory copies; across processes a hand-off crosses cores (cache
   // line transfers), within one process the ranks take turns on one thread.

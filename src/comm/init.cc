@@ -36,6 +36,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.deterministic = comm->deterministic ? 1 : 0;
   info.gpuComm = comm->executorChoice.load() == ExecutorChoice::Cuda ? 1 : 0;
   info.gpuLanes = info.gpuComm ? gpuResidentLanes(comm->cudaDev) : 0;
+  info.gpuArch = info.gpuComm ? gpuComputeCapability(comm->cudaDev) : 0;
   info.ringPosition = -1;  // set from the topology once the host's ranks are known
   info.topoGpu = -1;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());

@@ -176,6 +176,16 @@ Tuner::Tuner(const TuneTopology& topo, const std::string& algoSetting, const std
     : topo_(sanitized(topo)), constants_(constants) {
   algoMask_ = enabledMaskFromSetting("NCCL_ALGO", algoSetting, kAlgoNames, kAllAlgorithms);
   protoMask_ = enabledMaskFromSetting("NCCL_PROTO", protoSetting, kProtoNames, kAllProtos);
+  if (topo_.ll128Hazard != nullptr && protoEnabled(Protocol::LL128)) {
+    // NCCL lets NCCL_PROTO force LL128 anywhere; its lines could then arrive torn: a wrong result.
+    protoMask_ &= ~bitOf(Protocol::LL128);
+    const bool asked = !protoSetting.empty() && protoSetting.front() != '^';
+    const bool nothingLeft = protoMask_ == 0;
+    if (nothingLeft) protoMask_ = bitOf(Protocol::Simple);
+    if (asked)
+      WARN("NCCL_PROTO=%s: LL128 is not used on this communicator: %s; using %s", protoSetting.c_str(),
+           topo_.ll128Hazard, nothingLeft ? "Simple" : "the other protocols named");
+  }
 
   std::string fallenBack;
   for (int c = 0; c < kNumCollKinds; ++c) {

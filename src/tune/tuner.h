@@ -112,6 +112,10 @@ struct TuneTopology {
   double localHopLatencyUs = 0;
   double ringNetHopShare = 1;
   int treeNetHops = -1;
+  // Why LL128 must not be used (a GPU communicator whose links may deliver a warp's
+  // 128-byte line in pieces, src/comm/comm_tuning.cc); null: it may. LL128 is then never
+  // chosen, and an NCCL_PROTO that asks for it gets a WARN naming this.
+  const char* ll128Hazard = nullptr;
 };
 
 struct TuneChoice {

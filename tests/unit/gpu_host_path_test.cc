@@ -25,12 +25,15 @@
 #include "src/topo/topo_search.h"
 #include "src/topo/topo_system.h"
 #include "src/topo/topo_xml.h"
+#include "warnings_during.h"
 
 namespace chorus {
 namespace {
 
+using fixtures::anyMentions;
 using fixtures::fakeDriver;
 using fixtures::kFakeDeviceOrdinal;
+using fixtures::warningsDuring;
 
 struct RecordedLaunch {
   int rank;
@@ -198,36 +201,6 @@ TEST_F(GpuHostPathTest, RanksSharingAGpuNeedTheSwitch) {
 
 // Allowed, sharing a GPU still risks a hang (streams on one hardware queue) or slowness
 // (other processes' kernels in turns): a WARN names what to set.
-// The WARN lines logged while `body` runs (from any thread).
-template <typename Body>
-std::vector<std::string> warningsDuring(Body&& body) {
-  static std::mutex mutex;
-  static std::vector<std::string>* caught = nullptr;
-  std::vector<std::string> lines;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    caught = &lines;
-  }
-  setenv("NCCL_DEBUG", "WARN", 1);
-  resetDebugInit();  // the level is read once: read it again
-  setLogSink([](LogLevel level, uint64_t, const char*, int, const char* text) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (level == LogLevel::Warn && caught != nullptr) caught->emplace_back(text);
-  });
-  body();
-  setLogSink(nullptr);
-  unsetenv("NCCL_DEBUG");
-  resetDebugInit();
-  std::lock_guard<std::mutex> lock(mutex);
-  caught = nullptr;
-  return lines;
-}
-
-bool anyMentions(const std::vector<std::string>& lines, const std::string& text) {
-  return std::any_of(lines.begin(), lines.end(),
-                     [&](const std::string& l) { return l.find(text) != std::string::npos; });
-}
-
 TEST_F(GpuHostPathTest, RanksSharingAGpuInOneProcessAreToldAboutTheHardwareQueues) {
   setenv("CHORUS_ALLOW_SHARED_GPU", "1", 1);
   unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");

@@ -9,8 +9,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -28,6 +30,7 @@
 #include "src/topo/topo_xml.h"
 #include "stand_in_gpu_memory.h"
 #include "transport/shm_gpu_buffers.h"
+#include "warnings_during.h"
 
 namespace chorus {
 namespace {
@@ -35,6 +38,7 @@ namespace {
 using fixtures::StandInGpuMemory;
 
 StandInGpuMemory* gMemory = nullptr;
+int gArchOfDevice[8];  // each stand-in GPU's compute capability (major * 10 + minor)
 
 const GpuLaunchHooks kStandIn = {
     [](std::string*) { return true; },
@@ -43,6 +47,7 @@ const GpuLaunchHooks kStandIn = {
     },
     nullptr,  // set in SetUp
     nullptr,  // no bound on a kernel's lanes
+    [](int device) { return device >= 0 && device < 8 ? gArchOfDevice[device] : 0; },
 };
 
 class GpuP2pTransportTest : public ::testing::Test {
@@ -51,6 +56,7 @@ class GpuP2pTransportTest : public ::testing::Test {
     setenv(kCudaDriverLibraryEnv, fixtures::kFakeDriver, 1);  // before the first Chorus call
     memory_ = std::make_unique<StandInGpuMemory>();
     gMemory = memory_.get();
+    std::fill(std::begin(gArchOfDevice), std::end(gArchOfDevice), 90);  // Hopper, as the DGX H100's
     hooks_ = kStandIn;
     hooks_.fifoMemory = memory_.get();
     setGpuLaunchHooksForTesting(&hooks_);
@@ -61,7 +67,8 @@ class GpuP2pTransportTest : public ::testing::Test {
     EXPECT_EQ(memory_->imported(), 0u) << "GPU memory left mapped";
     EXPECT_EQ(memory_->badReleases(), 0) << "a release of memory the stand-in did not give, or on another GPU";
     setGpuLaunchHooksForTesting(nullptr);
-    for (const char* name : {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "CHORUS_ALLOW_SHARED_GPU"}) unsetenv(name);
+    for (const char* name : {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "CHORUS_ALLOW_SHARED_GPU", "NCCL_PROTO"})
+      unsetenv(name);
     gMemory = nullptr;
   }
   // Rank r on CUDA device devs[r] of the host described by tests/topo/`file`, small buffers.
@@ -238,6 +245,84 @@ TEST_F(GpuP2pTransportTest, RanksSharingAGpuUseItsMemory) {
   ASSERT_EQ(initOn("dgx_h100.xml", {5, 5}), ncclSuccess);
   EXPECT_EQ(comms_[0]->gpuLinks[1].gpuPath, static_cast<int>(PathType::LOC));
   expectBuffersOnReceiversGpu();
+}
+
+// LL128 moves a GPU's lines a warp's 128-byte store at a time (ll128_primitives.h), trusting
+// each line to arrive whole: as NCCL, only where every FIFO between the GPUs is in GPU
+// memory over NVLink, on GPUs of one compute capability NCCL runs it on. Elsewhere no rank's
+// tuner picks it, and an NCCL_PROTO that asks for it gets a WARN naming why.
+TEST_F(GpuP2pTransportTest, Ll128OnlyWhereEveryLineArrivesWhole) {
+  auto ll128Candidate = [&] {
+    int on = 0;
+    for (ncclComm_t c : comms_) on += c->tuner->protoEnabled(Protocol::LL128);
+    EXPECT_TRUE(on == 0 || on == static_cast<int>(comms_.size())) << "the ranks disagree: " << on;
+    return on > 0;
+  };
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1, 2, 3}), ncclSuccess);
+  EXPECT_TRUE(ll128Candidate()) << "NVLink, GPU memory, Hopper";
+  EXPECT_EQ(comms_[0]->tuner->choose(CollKind::AllReduce, 4 << 20).proto, Protocol::LL128)
+      << "NCCL's Hopper figures make LL128 the choice at 4 MiB";
+  destroyAll();
+
+  gArchOfDevice[2] = 80;
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1, 2, 3}), ncclSuccess);
+  EXPECT_FALSE(ll128Candidate()) << "GPUs of two compute capabilities";
+  destroyAll();
+  std::fill(std::begin(gArchOfDevice), std::end(gArchOfDevice), 86);
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1, 2, 3}), ncclSuccess);
+  EXPECT_FALSE(ll128Candidate()) << "8.6: not a compute capability NCCL runs LL128 on";
+  destroyAll();
+  std::fill(std::begin(gArchOfDevice), std::end(gArchOfDevice), 90);
+
+  setenv("NCCL_P2P_LEVEL", "LOC", 1);
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersInHostMemory();
+  EXPECT_FALSE(ll128Candidate()) << "NVLink, but the FIFOs are in host memory";
+  destroyAll();
+
+  setenv("NCCL_P2P_LEVEL", "PHB", 1);
+  ASSERT_EQ(initOn("pcie_4gpu_workstation.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersOnReceiversGpu();
+  EXPECT_FALSE(ll128Candidate()) << "GPU memory, but over PCIe";
+  destroyAll();
+  unsetenv("NCCL_P2P_LEVEL");
+
+  setenv("NCCL_PROTO", "LL128", 1);
+  const std::vector<std::string> warned = fixtures::warningsDuring([&] {
+    ASSERT_EQ(initOn("pcie_4gpu_workstation.xml", {0, 1, 2, 3}), ncclSuccess);
+  });
+  EXPECT_TRUE(fixtures::anyMentions(warned, "NCCL_PROTO=LL128: LL128 is not used on this communicator"))
+      << ::testing::PrintToString(warned);
+  EXPECT_TRUE(fixtures::anyMentions(warned, "using Simple"));
+  EXPECT_FALSE(ll128Candidate());
+  EXPECT_EQ(comms_[0]->tuner->choose(CollKind::AllReduce, 4 << 20).proto, Protocol::Simple);
+}
+
+// ncclMemAlloc on a GPU gives memory another process can map, as NCCL's (a cuMem allocation
+// exported by file descriptor, here the stand-in's), on the current device; ncclMemFree
+// gives it back; a failed allocation is a CUDA error with a WARN.
+TEST_F(GpuP2pTransportTest, MemAllocGivesGpuMemoryOtherProcessesCanMap) {
+  memory_->byFd = true;
+  void* p = nullptr;
+  ASSERT_EQ(ncclMemAlloc(&p, 5000), ncclSuccess);
+  EXPECT_EQ(gMemory->deviceOf(p), 0) << "the current CUDA device's memory";
+  EXPECT_TRUE(gMemory->sharedByFdBlock(p));
+  size_t bytes = 0;
+  std::string why;
+  const int fd = gMemory->exportFd(p, &bytes, &why);
+  ASSERT_GE(fd, 0) << why;
+  EXPECT_GE(bytes, 5000u);
+  void* mapped = gMemory->importFd(1, fd, bytes, &why);
+  close(fd);
+  ASSERT_NE(mapped, nullptr) << why;
+  gMemory->closeImported(1, mapped);
+  EXPECT_EQ(ncclMemFree(p), ncclSuccess);
+  EXPECT_EQ(memory_->live(), 0u);
+
+  memory_->failAllocations = true;
+  EXPECT_EQ(ncclMemAlloc(&p, 64), ncclUnhandledCudaError);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("stand-in: out of memory"), std::string::npos)
+      << ncclGetLastError(nullptr);
 }
 
 // A failed allocation or a refused peer access fails init with a CUDA error on the ranks

@@ -132,6 +132,12 @@ class StandInGpuMemory : public GpuFifoMemory {
     --it;
     return static_cast<const char*>(p) < it->first + it->second.bytes ? it->second.device : -1;
   }
+  // Whether `memory` (as allocate returned it) was allocated to be shared by file descriptor.
+  bool sharedByFdBlock(const void* memory) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(static_cast<char*>(const_cast<void*>(memory)));
+    return it != blocks_.end() && it->second.byFd;
+  }
   bool accessEnabled(int from, int to) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return enabled_.count({from, to}) != 0;

@@ -34,6 +34,8 @@ class GpuComm {
 bool backendAvailable(std::string* why);
 // gpuResidentLanes, for the backend's GPUs.
 int backendResidentLanes(int device);
+// gpuComputeCapability, for the backend's GPUs.
+int backendComputeCapability(int device);
 // The GPU memory of P2P FIFOs (cudaMalloc, peer access); null without the CUDA executor.
 const GpuFifoMemory* backendFifoMemory();
 // `comm`'s resources on its device; `sharedGpu`: another rank of the host uses it too.

@@ -126,6 +126,25 @@ int gpuResidentLanes(int device) {
   return backendResidentLanes(device);
 }
 
+bool gpuMemAlloc(void** ptr, size_t bytes, int* device, ncclResult_t* result) {
+  const GpuFifoMemory* memory = gpuFifoMemory();
+  if (memory == nullptr || !gpuExecutorAvailable(nullptr)) return false;
+  *device = currentCudaDevice();
+  std::string why;
+  *ptr = memory->allocate(*device, bytes, true, &why);
+  *result = *ptr != nullptr ? ncclSuccess : ncclUnhandledCudaError;
+  if (*ptr == nullptr) WARN("ncclMemAlloc: %zu bytes on CUDA device %d: %s", bytes, *device, why.c_str());
+  return true;
+}
+
+void gpuMemFree(void* ptr, int device) { gpuFifoMemory()->release(device, ptr); }
+
+int gpuComputeCapability(int device) {
+  const GpuLaunchHooks* hooks = gHooks.load();
+  if (hooks) return hooks->computeCapability ? hooks->computeCapability(device) : 0;
+  return backendComputeCapability(device);
+}
+
 bool gpuExecutorAvailable(std::string* why) {
   const GpuLaunchHooks* hooks = gHooks.load();
   return hooks ? hooks->available(why) : backendAvailable(why);

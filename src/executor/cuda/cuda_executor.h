@@ -43,6 +43,10 @@ int sharedGpuPeer(const ncclComm& comm);
 // (no CUDA executor, or the query failed with a WARN).
 int gpuResidentLanes(int device);
 
+// GPU `device`'s compute capability, major * 10 + minor (90 for Hopper), as NCCL numbers it;
+// 0 when not known.
+int gpuComputeCapability(int device);
+
 // The most lanes one kernel of this communicator may have, the same on every rank (from the
 // all-gathered PeerInfo): the fewest lanes any rank's GPU runs at once, divided among the
 // GPU communicator ranks of the communicator on that GPU (their kernels run side by side).
@@ -61,10 +65,14 @@ uint64_t gpuBusIdOf(int device);
 // when it is not visible here (or the CUDA executor is absent).
 int gpuOrdinalOf(uint64_t busId);
 
-// ncclMemAlloc/ncclMemFree's device memory; false when the CUDA executor is absent
-// (the caller then uses host memory).
-bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result);
-bool gpuMemFree(void* ptr, ncclResult_t* result);
+// ncclMemAlloc's device memory on the current CUDA device (`*device`), shareable as NCCL's:
+// a cuMem allocation other processes import by file descriptor, which a NIC may register
+// (GPUDirect RDMA) where the driver allows, else cudaMalloc's (shared by legacy IPC handle);
+// from gpuFifoMemory(). False when the CUDA executor is absent (the caller then uses host
+// memory); else `*result` says whether it was allocated (a WARN names the failure).
+bool gpuMemAlloc(void** ptr, size_t bytes, int* device, ncclResult_t* result);
+// Gives back what gpuMemAlloc returned on `device`.
+void gpuMemFree(void* ptr, int device);
 
 // Where GPU communicators' P2P FIFOs get GPU memory (transport/gpu_fifo_memory.h); null
 // where the CUDA executor is absent.
@@ -79,8 +87,9 @@ struct GpuLaunchHooks {
   bool (*available)(std::string* why);
   ncclResult_t (*enqueue)(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
                           const std::vector<cudaStream_t>& streams);
-  const GpuFifoMemory* fifoMemory;   // gpuFifoMemory()'s answer
-  int (*residentLanes)(int device);  // gpuResidentLanes()'s answer; null: 0
+  const GpuFifoMemory* fifoMemory;                 // gpuFifoMemory()'s answer
+  int (*residentLanes)(int device);                // gpuResidentLanes()'s answer; null: 0
+  int (*computeCapability)(int device) = nullptr;  // gpuComputeCapability()'s answer; null: 0
 };
 // Replaces gpuExecutorAvailable and the staging of kernels for the process (nothing is
 // then launched); nullptr restores them.

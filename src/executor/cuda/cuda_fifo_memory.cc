@@ -341,6 +341,17 @@ class CudaFifoMemory : public GpuFifoMemory {
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = device;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    // A NIC may register it (GPUDirect RDMA: ncclMemAlloc's memory, as NCCL's) where the
+    // driver allows that of cuMem memory.
+    // (The runtime numbers device attributes as the driver does; its enum lacks this one.)
+    constexpr auto kRdmaWithVmm =
+        static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
+    int rdma = 0;
+    if (cudaDeviceGetAttribute(&rdma, kRdmaWithVmm, device) != cudaSuccess) {
+      cudaGetLastError();
+      rdma = 0;
+    }
+    prop.allocFlags.gpuDirectRDMACapable = rdma != 0 ? 1 : 0;
     return prop;
   }
 

@@ -40,6 +40,18 @@ int backendResidentLanes(int device) {
   return blocks;
 }
 
+int backendComputeCapability(int device) {
+  if (!backendAvailable(nullptr)) return 0;
+  int major = 0;
+  int minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return major * 10 + minor;
+}
+
 int currentCudaDevice() {
   if (!backendAvailable(nullptr)) return 0;
   int device = 0;
@@ -76,30 +88,6 @@ int gpuOrdinalOf(uint64_t busId) {
   for (int device = 0; device < count; ++device)
     if (gpuBusIdOf(device) == busId) return device;
   return -1;
-}
-
-bool gpuMemAlloc(void** ptr, size_t bytes, ncclResult_t* result) {
-  if (!backendAvailable(nullptr)) return false;
-  const cudaError_t err = cudaMalloc(ptr, bytes);
-  if (err != cudaSuccess) {
-    WARN("ncclMemAlloc: cudaMalloc of %zu bytes failed: %s", bytes, cudaGetErrorString(err));
-    *result = ncclUnhandledCudaError;
-  } else {
-    *result = ncclSuccess;
-  }
-  return true;
-}
-
-bool gpuMemFree(void* ptr, ncclResult_t* result) {
-  if (!backendAvailable(nullptr)) return false;
-  const cudaError_t err = cudaFree(ptr);
-  if (err != cudaSuccess) {
-    WARN("ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(err));
-    *result = ncclUnhandledCudaError;
-  } else {
-    *result = ncclSuccess;
-  }
-  return true;
 }
 
 }  // namespace chorus

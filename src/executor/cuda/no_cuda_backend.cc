@@ -13,6 +13,7 @@ bool backendAvailable(std::string* why) {
 const GpuFifoMemory* backendFifoMemory() { return nullptr; }
 
 int backendResidentLanes(int) { return 0; }
+int backendComputeCapability(int) { return 0; }
 
 int currentCudaDevice() { return 0; }
 
@@ -23,8 +24,5 @@ ncclResult_t createGpuComm(const ncclComm&, bool, std::unique_ptr<GpuComm>*) {
 
 uint64_t gpuBusIdOf(int) { return 0; }
 int gpuOrdinalOf(uint64_t) { return -1; }
-
-bool gpuMemAlloc(void**, size_t, ncclResult_t*) { return false; }
-bool gpuMemFree(void*, ncclResult_t*) { return false; }
 
 }  // namespace chorus
