@@ -7,10 +7,12 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/env.h"
 #include "src/executor/cuda/cuda_backend.h"
@@ -279,18 +281,18 @@ class CudaFifoMemory : public GpuFifoMemory {
     return mapHandle(device, handle, size, why);
   }
 
-  // Maps `handle` (`bytes`, a whole number of granules) read-write for `device`; takes the
-  // handle, released on failure.
+  // Maps `handle` (`bytes`, a whole number of granules) read-write for `device` and every
+  // GPU of this process that can reach it (as NCCL's ncclMemAlloc: cudaMalloc's memory
+  // becomes reachable with peer access, a cuMem mapping only with its own access list);
+  // takes the handle, released on failure.
   void* mapHandle(int device, CUmemGenericAllocationHandle handle, size_t bytes, std::string* why) const {
     CUdeviceptr address = 0;
     CUresult r = cuMem().reserve(&address, bytes, 0, 0, 0);
     if (r == CUDA_SUCCESS) {
       r = cuMem().map(address, bytes, 0, handle, 0);
       if (r == CUDA_SUCCESS) {
-        CUmemAccessDesc access{};
-        access.location = propertiesFor(device).location;
-        access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        r = cuMem().setAccess(address, bytes, &access, 1);
+        const std::vector<CUmemAccessDesc> access = accessFor(device);
+        r = cuMem().setAccess(address, bytes, access.data(), access.size());
         if (r == CUDA_SUCCESS) {
           std::lock_guard<std::mutex> lock(mutex_);
           mappings_[reinterpret_cast<void*>(address)] = Mapping{handle, bytes};
@@ -333,6 +335,24 @@ class CudaFifoMemory : public GpuFifoMemory {
     if (it == mappings_.end()) return false;
     *out = it->second;
     return true;
+  }
+
+  std::vector<CUmemAccessDesc> accessFor(int device) const {
+    std::vector<CUmemAccessDesc> access;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      count = 0;
+    }
+    for (int d = 0; d < std::max(count, device + 1); ++d) {
+      if (d != device && !canAccessPeer(d, device)) continue;
+      CUmemAccessDesc desc{};
+      desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      desc.location.id = d;
+      desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      access.push_back(desc);
+    }
+    return access;
   }
 
   static CUmemAllocationProp propertiesFor(int device) {
