@@ -47,6 +47,8 @@ constexpr Setting kSettings[] = {
      "USR1, USR2 or a number: that signal makes every communicator write its hang report"},
     {"CHORUS_FINGERPRINTS", kInt64, "1", kHonoured,
      "0: steps do not carry their call's number and description (mismatched calls go undetected)"},
+    {"CHORUS_P2P_IN_PLACE", kInt64, "-1", kHonoured,
+     "Send/Recv into a registered buffer written in place by the sender: -1 GPU communicators, 1 CPU ones too, 0 none"},
     {"CHORUS_DETERMINISTIC", kInt64, "0", kHonoured,
      "1: AllReduce, Reduce and ReduceScatter combine ranks in one order, bitwise reproducible results"},
     {"CHORUS_FAULT", kString, "", kHonoured,
@@ -66,7 +68,8 @@ constexpr Setting kSettings[] = {
     {"NCCL_NET_GDR_READ", kInt64, "", kHonoured,
      "1: senders' network slots in GPU memory too (the NIC reads them); default 1 where the GPU's ring is NVLink"},
     {"NCCL_GDR_FLUSH_DISABLE", kInt64, "0", kHonoured,
-     "1: data the NIC wrote into GPU memory is not flushed (cudaDeviceFlushGPUDirectRDMAWrites) before kernels read it"},
+     "1: data the NIC wrote into GPU memory is not flushed (cudaDeviceFlushGPUDirectRDMAWrites) before kernels read "
+     "it"},
     {"NCCL_ALGO", kString, "", kHonoured, "algorithms allowed: Ring, Tree (lists, ^ excludes)"},
     {"NCCL_PROTO", kString, "", kHonoured, "protocols allowed: LL, LL128, Simple (lists, ^ excludes)"},
     {"NCCL_TUNER_PLUGIN", kString, "", kHonoured,

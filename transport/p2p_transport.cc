@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "core/debug.h"
+#include "core/env.h"
 #include "transport/transport.h"
 
 namespace chorus {
@@ -121,6 +122,17 @@ class HeapFifo : public ConnectionResource {
   bool receiver_;
 };
 
+// FifoEnd::direct for a pair in this process, as CHORUS_P2P_IN_PLACE says: GPU
+// communicators whose FIFO is in the receiver's GPU memory (the sender's GPU was given
+// access to it, and so to ncclMemAlloc's memory there) by default; CPU communicators, which
+// reach each other's host buffers, only when asked (slower on CPUs than the slots: a copy
+// by one core instead of two pipelined ones). Symmetric, so both ends agree.
+bool directBetween(const PeerInfo& a, const PeerInfo& b, const HeapBlock& block) {
+  const int64_t mode = envInt("CHORUS_P2P_IN_PLACE", -1);
+  if (mode == 0 || a.gpuComm != b.gpuComm) return false;
+  return a.gpuComm != 0 ? block.onGpu() : mode == 1;
+}
+
 class P2pTransport : public Transport {
  public:
   const char* name() const override { return "P2P"; }
@@ -155,6 +167,7 @@ class P2pTransport : public Transport {
     *end = FifoEnd{};
     block->attach(end);
     end->peer = peer.rank;
+    end->direct = directBetween(self, peer, *block);
     *resource = std::make_unique<HeapFifo>(std::move(block), true);
     return ncclSuccess;
   }
@@ -192,6 +205,7 @@ class P2pTransport : public Transport {
     *end = FifoEnd{};
     block->attach(end);
     end->peer = peer.rank;
+    end->direct = directBetween(self, peer, *block);
     *resource = std::make_unique<HeapFifo>(std::move(block), false);
     return ncclSuccess;
   }

@@ -99,7 +99,9 @@ class LinePrimitives {
   static constexpr Protocol kProtocol = Format::kProtocol;
   static constexpr bool kTeamOfOne = Exec::kTeamOfOne;
 
-  CHORUS_HD LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op, const CallStamp& call = {})
+  // `offered` is SimplePrimitives' (a buffer offered to a sender); lines never move in place.
+  CHORUS_HD LinePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op, const CallStamp& call = {},
+                           T* /*offered*/ = nullptr)
       : exec_(exec), recv_(recv), send_(send), op_(op), call_(call) {
     for (int i = 0; i < recv_.count && ok_; ++i) checkSlot(*recv_.ends[i]);
     for (int i = 0; i < send_.count && ok_; ++i) checkSlot(*send_.ends[i]);
@@ -121,6 +123,9 @@ class LinePrimitives {
 
   // False once a wait was interrupted (abort, timeout, dead peer) or a slot or step was unusable.
   CHORUS_HD bool ok() const { return ok_; }
+
+  // SimplePrimitives' in-place Send/Recv; lines always go through the slots.
+  CHORUS_HD void beginP2p(size_t) {}
 
   // dst = post(pre(src)): a communicator of one rank, no connection involved.
   CHORUS_HD_OUTLINE void selfCopy(const T* src, T* dst, size_t n) { teamCopy(exec_, dst, src, n, op_, true, true); }

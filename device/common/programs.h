@@ -38,7 +38,7 @@ CHORUS_HD_OUTLINE void runItem(Exec& exec, const CommView& comm, const WorkItem&
       return;
     }
     case WorkKind::Recv: {
-      P prims(exec, PeerSet(comm.p2pRecv[w.root]), PeerSet(), op, w.stamp);
+      P prims(exec, PeerSet(comm.p2pRecv[w.root]), PeerSet(), op, w.stamp, w.recvOffered ? recv : nullptr);
       p2pRecv(prims, recv, w.range.count);
       return;
     }

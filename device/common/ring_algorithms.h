@@ -207,6 +207,7 @@ CHORUS_HD_OUTLINE void chainReduce(Prims& prims, int pos, int nranks, const T* s
 // Point to point: one direction of a peer connection, in slot-sized steps.
 template <typename Prims, typename T>
 CHORUS_HD_OUTLINE void p2pSend(Prims& prims, const T* sendbuff, size_t count) {
+  prims.beginP2p(count * sizeof(T));
   const size_t stepElems = prims.maxStepElems();
   size_t off = 0;
   do {  // a zero-byte message still takes one step, so the receiver knows it came
@@ -218,6 +219,7 @@ CHORUS_HD_OUTLINE void p2pSend(Prims& prims, const T* sendbuff, size_t count) {
 
 template <typename Prims, typename T>
 CHORUS_HD_OUTLINE void p2pRecv(Prims& prims, T* recvbuff, size_t count) {
+  prims.beginP2p(count * sizeof(T));
   const size_t stepElems = prims.maxStepElems();
   size_t off = 0;
   do {

@@ -39,10 +39,20 @@ class SimplePrimitives {
   static constexpr bool kTeamOfOne = Exec::kTeamOfOne;  // one thread runs the algorithm (team_ops.h)
 
   // `call`: the stamp of the item's call, which every step sent carries and every step
-  // received must match (call_stamp.h).
-  CHORUS_HD SimplePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op, const CallStamp& call = {})
-      : exec_(exec), recv_(recv), send_(send), op_(op), call_(call) {
-    if (exec_.tid() == 0) enterCall<Exec>(recv_, send_, call_);
+  // received must match (call_stamp.h). `offered`: a Send/Recv receiver's buffer, which it
+  // offers its sender to write into (beginP2p); null: none.
+  CHORUS_HD SimplePrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op& op, const CallStamp& call = {},
+                             T* offered = nullptr)
+      : exec_(exec), recv_(recv), send_(send), op_(op), call_(call), offered_(offered) {
+    if (exec_.tid() == 0) {
+      if (offered_ != nullptr && recv_.count == 1 && send_.count == 0 && recv_.ends[0]->direct && call_.seq != 0) {
+        // Before the call is announced: a sender that sees the announcement sees the offer.
+        StepFifoControl* ctrl = recv_.ends[0]->ctrl;
+        Exec::storeRelaxed(&ctrl->offered, reinterpret_cast<uint64_t>(offered_));
+        Exec::storeRelease(&ctrl->offerSeq, call_.seq);
+      }
+      enterCall<Exec>(recv_, send_, call_);
+    }
   }
   CHORUS_HD ~SimplePrimitives() {
     if (exec_.tid() == 0) leaveCall<Exec>(recv_, send_, call_);
@@ -50,8 +60,10 @@ class SimplePrimitives {
   SimplePrimitives(const SimplePrimitives&) = delete;
   SimplePrimitives& operator=(const SimplePrimitives&) = delete;
 
-  // Elements one step can carry: the smallest slot among the connections.
+  // Elements one step can carry: the smallest slot among the connections; a Send/Recv in
+  // place (beginP2p) is one step, whatever its size: its data use no slot.
   CHORUS_HD size_t maxStepElems() const {
+    if (inPlace_) return SIZE_MAX / sizeof(T);
     size_t bytes = SIZE_MAX;
     for (int i = 0; i < recv_.count; ++i) bytes = bytes < slotBytes(recv_.ends[i]) ? bytes : slotBytes(recv_.ends[i]);
     for (int i = 0; i < send_.count; ++i) bytes = bytes < slotBytes(send_.ends[i]) ? bytes : slotBytes(send_.ends[i]);
@@ -61,6 +73,27 @@ class SimplePrimitives {
   // False once a wait was interrupted (abort, timeout, dead peer) or a step was malformed.
   CHORUS_HD bool ok() const { return ok_; }
 
+  // Before the first step of a Send or Recv of `bytes`: on a direct FIFO (FifoEnd::direct),
+  // a transfer larger than the slots hold moves in place: the sender waits for its receiver
+  // to enter the call and, where it offered its buffer, writes all of it straight there in
+  // one step (a step per slot would wake the idle receiver once per slot for nothing), and
+  // the receiver copies nothing. Such a sender waits for its receiver anyway, so the wait
+  // costs no time and makes no deadlock that was not there. Both ends decide alike: the
+  // receiver from its own offer, the sender from finding it; each step's stamp says which
+  // way it came (stampBytes), so a disagreement fails instead of passing unread slots off.
+  CHORUS_HD_OUTLINE void beginP2p(size_t bytes) {
+    if (recv_.count == 1 && send_.count == 0) {
+      inPlace_ = offered_ != nullptr && inPlaceWorth(*recv_.ends[0], bytes);
+      return;
+    }
+    if (send_.count != 1 || recv_.count != 0 || !inPlaceWorth(*send_.ends[0], bytes)) return;
+    FifoEnd& s = *send_.ends[0];
+    if (exec_.tid() == 0) s.directTo = takeOffer(s);
+    ok_ = exec_.teamAll(ok_);
+    inPlace_ = ok_ && s.directTo != 0;
+    directOut_ = inPlace_ ? reinterpret_cast<T*>(s.directTo) : nullptr;
+  }
+
   // dst = post(pre(src)): a communicator of one rank, no connection involved.
   CHORUS_HD_OUTLINE void selfCopy(const T* src, T* dst, size_t n) { teamCopy(exec_, dst, src, n, op_, true, true); }
 
@@ -69,11 +102,16 @@ class SimplePrimitives {
     teamReduce(exec_, dst, a, b, n, op_, preA, preB, post);
   }
 
-  // out = pre?(src)
+  // out = pre?(src)  (in place: the receiver's buffer = pre?(src))
   CHORUS_HD_OUTLINE void send(const T* src, size_t n, bool pre) {
     T* out = acquireSend();
     if (!out) return;
-    teamCopy(exec_, out, src, n, op_, pre, false);
+    if (inPlace_) {
+      teamCopy(exec_, directOut_, src, n, op_, pre, false);
+      directOut_ += n;
+    } else {
+      teamCopy(exec_, out, src, n, op_, pre, false);
+    }
     publish(out, n, false);
   }
 
@@ -86,11 +124,11 @@ class SimplePrimitives {
     publish(out, n, false);
   }
 
-  // dst = post?(in)
+  // dst = post?(in)  (in place: the sender wrote dst already)
   CHORUS_HD_OUTLINE void recv(T* dst, size_t n, bool post) {
     const T* in = acquireRecv(n);
     if (!in) return;
-    teamCopy(exec_, dst, in, n, op_, false, post);
+    if (!inPlace_ || post) teamCopy(exec_, dst, inPlace_ ? dst : in, n, op_, false, post);
     publish(nullptr, n, true);
   }
 
@@ -147,6 +185,33 @@ class SimplePrimitives {
  private:
   static CHORUS_HD size_t slotBytes(const FifoEnd* e) { return e->slotBytes[static_cast<int>(kProtocol)]; }
 
+  // beginP2p's rule: a direct FIFO, a stamped call (the offer is keyed by its number), and
+  // more bytes than the slots hold.
+  CHORUS_HD bool inPlaceWorth(const FifoEnd& e, size_t bytes) const {
+    return e.direct && call_.seq != 0 && bytes > slotBytes(&e) * static_cast<size_t>(e.nSlots);
+  }
+
+  // Sender, thread 0: waits for the receiver to enter this call; the buffer it offered for
+  // it, or 0. A receiver in another call is a mismatch (as a step of it would be).
+  CHORUS_HD uint64_t takeOffer(const FifoEnd& s) {
+    PeerCall at{};
+    ok_ = exec_.waitUntil(
+        [&] { return stamp_detail::readPeerCall<Exec>(&s.ctrl->receiver, &at) && at.call.seq >= call_.seq; }, s);
+    if (!ok_) return 0;
+    if (!stampsMatch(call_, at.call)) {
+      exec_.mismatch(s, at.call, call_, "its receive is another call than this send");
+      ok_ = false;
+      return 0;
+    }
+    return Exec::loadAcquire(&s.ctrl->offerSeq) == call_.seq ? Exec::loadRelaxed(&s.ctrl->offered) : 0;
+  }
+
+  // A step's bytes as its stamp carries them: negative (-bytes - 1) for a step moved in place.
+  CHORUS_HD int64_t stampBytes(size_t n) const {
+    const int64_t bytes = static_cast<int64_t>(n * sizeof(T));
+    return inPlace_ ? -bytes - 1 : bytes;
+  }
+
   // Reduces every received slot with pre(src) into dst (post() applied when asked).
   CHORUS_HD void reduceAll(T* dst, const T* in, const T* src, size_t n, bool post) {
     if (recv_.count == 1) {
@@ -177,7 +242,7 @@ class SimplePrimitives {
     if (exec_.tid() == 0) {
       for (int i = 0; i < recv_.count && ok_; ++i) {
         FifoEnd& r = *recv_.ends[i];
-        ok_ = awaitStep(exec_, r) && checkStepStamp(exec_, r, kProtocol, static_cast<int64_t>(n * sizeof(T)), call_);
+        ok_ = awaitStep(exec_, r) && checkStepStamp(exec_, r, kProtocol, stampBytes(n), call_);
       }
     }
     ok_ = exec_.teamAll(ok_);
@@ -201,7 +266,7 @@ class SimplePrimitives {
       for (int i = 0; out && i < send_.count; ++i) {
         FifoEnd& s = *send_.ends[i];
         s.ctrl->sizes[s.step & static_cast<uint64_t>(s.nSlots - 1)] =
-            stampStep<Exec>(s, kProtocol, static_cast<int64_t>(n * sizeof(T)), call_);
+            stampStep<Exec>(s, kProtocol, stampBytes(n), call_);
         publishCounter<Exec>(s, &s.ctrl->tail, ++s.step);
       }
     }
@@ -213,6 +278,9 @@ class SimplePrimitives {
   PeerSet send_;
   Op op_;
   CallStamp call_;
+  T* offered_ = nullptr;
+  bool inPlace_ = false;    // this Send or Recv moves in place (beginP2p)
+  T* directOut_ = nullptr;  // sender in place: where the next step goes in the receiver's buffer
   bool ok_ = true;
 };
 

@@ -69,7 +69,7 @@ template <typename T, typename Op, typename Exec>
 class CountingPrimitives {
  public:
   static constexpr bool kTeamOfOne = Exec::kTeamOfOne;
-  CountingPrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op&, const CallStamp& = {})
+  CountingPrimitives(Exec& exec, PeerSet recv, PeerSet send, const Op&, const CallStamp& = {}, T* = nullptr)
       : exec_(exec), recv_(recv), send_(send) {}
 
   size_t maxStepElems() const {
@@ -79,6 +79,7 @@ class CountingPrimitives {
     return bytes / sizeof(T);
   }
   bool ok() const { return true; }
+  void beginP2p(size_t) {}  // in place or not, the same steps
   void selfCopy(const T*, T*, size_t) {}
   void localReduce(T*, const T*, const T*, size_t, bool, bool, bool) {}
   void send(const T*, size_t, bool) { exec_.tally->add(send_, true); }

@@ -84,6 +84,10 @@ struct StepFifoControl {
   // rank's FIFO, and the proxies relay it into the other rank's (net_connection.h).
   alignas(kCacheLine) PeerCall sender;
   alignas(kCacheLine) PeerCall receiver;
+  // Direct FIFOs (FifoEnd::direct): the buffer a receiver offers the sender for its
+  // Send/Recv call number `offerSeq`, written before it announces the call in `receiver`.
+  alignas(kCacheLine) uint64_t offerSeq;
+  uint64_t offered;
 };
 
 static_assert(sizeof(StepFifoControl) % 128 == 0, "the buffers after the control block start 128-byte aligned");
@@ -126,6 +130,14 @@ struct FifoEnd {
   // The buffers are GPU memory apart from the control block (P2P between GPUs): the CUDA
   // executor uses their addresses as they are and maps only the control block.
   bool gpuBuffers = false;
+  // A Simple send/receive on this connection may move its data straight into the
+  // receiver's buffer (simple_primitives.h, beginP2p): both ends in one process, and where
+  // they are GPUs, the sender's GPU can write the receiver's (p2p_transport.cc). Both ends
+  // hold the same value.
+  bool direct = false;
+  // Sender, during such a send: the receiver's buffer it writes into (0: the slots). Thread
+  // 0 of the team sets it, the others read it after a barrier.
+  uint64_t directTo = 0;
   uint64_t step = 0;  // next step this side will produce (sender) or consume (receiver)
   // Sender side: the receiver's head as last read (a lower bound, since head only grows).
   // It outlives calls so that a sender re-reads head (a cache miss: the receiver has just

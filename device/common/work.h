@@ -58,6 +58,9 @@ struct WorkItem {
   int channel;
   ChannelRange range;  // this channel's share
   CallStamp stamp;     // the call it is part of, as its steps tell the peers (call_stamp.h)
+  // A Recv whose buffer the sender may write into directly (registered with
+  // ncclCommRegister; SimplePrimitives::beginP2p).
+  bool recvOffered = false;
 };
 
 // A channel's tree neighbours and the connections to them.

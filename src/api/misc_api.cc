@@ -10,6 +10,7 @@
 #include "src/api/export.h"
 #include "src/api/validate.h"
 #include "src/executor/cuda/cuda_executor.h"
+#include "src/executor/executor_choice.h"
 
 using namespace chorus;
 
@@ -31,6 +32,20 @@ struct Registration {
   void* buff;
   size_t size;
 };
+
+// Whether a Send/Recv receiving into [buff, buff + size) may let its sender write there
+// directly (BufferRegistration::offerable).
+bool offerableBuffer(const ncclComm* comm, const void* buff, size_t size) {
+  if (comm->executorChoice.load() != ExecutorChoice::Cuda) return true;
+  const char* at = static_cast<const char*>(buff);
+  std::lock_guard<std::mutex> lock(gMemMutex);
+  for (const auto& [base, allocation] : memAllocations()) {
+    const char* start = static_cast<const char*>(base);
+    if (allocation.device && allocation.cudaDev == comm->cudaDev && at >= start && at + size <= start + allocation.size)
+      return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -124,8 +139,8 @@ ncclResult_t pncclMemFree(void* ptr) {
   return ncclSuccess;
 }
 
-// Registration lets a GPU executor map user buffers; host buffers need nothing, so
-// on the CPU executor a registration is only recorded and checked.
+// A registered buffer is offered to senders on direct connections (FifoEnd::direct): a
+// Send/Recv into it moves in place, zero-copy (device/common/simple_primitives.h).
 ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   const char* func = "ncclCommRegister";
   const CommCall held(comm);
@@ -136,8 +151,9 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
     WARN("%s: invalid argument: size is 0", func);
     return ncclInvalidArgument;
   }
+  const bool offerable = offerableBuffer(comm, buff, size);
   std::lock_guard<std::mutex> lock(comm->regMutex);
-  comm->registrations.emplace_back(buff, size);
+  comm->registrations.push_back(BufferRegistration{buff, size, offerable});
   *handle = new Registration{comm, buff, size};
   return ncclSuccess;
 }
@@ -150,7 +166,7 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   std::lock_guard<std::mutex> lock(comm->regMutex);
   auto* reg = static_cast<Registration*>(handle);
   for (auto it = comm->registrations.begin(); it != comm->registrations.end(); ++it) {
-    if (it->first == reg->buff && it->second == reg->size && reg->comm == comm) {
+    if (it->buff == reg->buff && it->size == reg->size && reg->comm == comm) {
       comm->registrations.erase(it);
       delete reg;
       return ncclSuccess;

@@ -59,6 +59,22 @@ struct UserRedOp {
   const void* scalarPtr = nullptr;  // Device: read when the collective runs
 };
 
+// A buffer registered with ncclCommRegister. `offerable`: a Send/Recv receiving into it
+// may let its sender write there directly (FifoEnd::direct): any buffer of a CPU
+// communicator; on a GPU communicator, memory from ncclMemAlloc on its GPU, which every GPU
+// of the process that can reach it may write (other memory may not be, as cuMem memory
+// another allocator mapped for its own GPU only).
+struct BufferRegistration {
+  void* buff;
+  size_t size;
+  bool offerable;
+  bool covers(const void* p, size_t bytes) const {
+    const char* at = static_cast<const char*>(p);
+    const char* start = static_cast<const char*>(buff);
+    return at >= start && bytes <= size && at - start <= static_cast<ptrdiff_t>(size - bytes);
+  }
+};
+
 // What the communicator honours of its ncclConfig_t (src/api/config.h).
 struct CommConfig {
   bool blocking = true;
@@ -169,7 +185,7 @@ struct ncclComm {
   std::atomic<uint32_t> collConfigFieldsNamed{0};
 
   std::mutex regMutex;  // guards registrations and windows
-  std::vector<std::pair<void*, size_t>> registrations;
+  std::vector<chorus::BufferRegistration> registrations;
   std::vector<std::unique_ptr<ncclWindow_vidmem>> windows;
   uint64_t windowsRegistered = 0;  // every registration so far, so each gets its place (seq)
 

@@ -52,6 +52,16 @@ void appendItem(Lane& lane, const CollOp& op, const RedOpArgs& red, TuneChoice h
   w.stamp = stamp;
 }
 
+// Whether a Recv offers its buffer to its sender (device/common/simple_primitives.h,
+// beginP2p): the buffer lies in one of the communicator's registrations that allows it.
+bool offersRecvBuffer(ncclComm* comm, const CollOp& op) {
+  const size_t bytes = op.count * typeSize(op.dtype);
+  std::lock_guard<std::mutex> lock(comm->regMutex);
+  for (const BufferRegistration& r : comm->registrations)
+    if (r.offerable && r.covers(op.recvbuff, bytes)) return true;
+  return false;
+}
+
 // Where a profiler asks: what the planner chose for `op` (its items are recorded as appended).
 void place(const CollOp& op, TuneChoice how, int nChannels) {
   if (op.profile.placement == nullptr) return;
@@ -194,6 +204,8 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       auto& byPeer = op.kind == WorkKind::Send ? plan.sends : plan.recvs;
       Lane& lane = byPeer.try_emplace(op.root, empty).first->second;
       appendItem(lane, op, red, how, 0, ChannelRange{0, op.count}, stampOf(comm, op, red, how));
+      if (op.kind == WorkKind::Recv && how.proto == Protocol::Simple)
+        lane.items.back().recvOffered = offersRecvBuffer(comm, op);
       continue;
     }
     const CallStamp stamp = stampOf(comm, op, red, how);

@@ -113,6 +113,7 @@ class GpuP2pTransportTest : public ::testing::Test {
       const int receiverDev = sending ? devs_[peer] : devs_[r];
       EXPECT_STREQ(c.transport->name(), "P2P");
       EXPECT_TRUE(c.end.gpuBuffers) << "rank " << r << " peer " << peer;
+      EXPECT_TRUE(c.end.direct) << "the sender's GPU may write the receiver's buffers: Send/Recv in place";
       for (int p = 0; p < kNumProtocols; ++p)
         EXPECT_EQ(gMemory->deviceOf(c.end.buffs[p]), receiverDev) << "rank " << r << " peer " << peer << " proto " << p;
       EXPECT_EQ(gMemory->deviceOf(c.end.ctrl), -1) << "the control block stays in host memory";
@@ -128,6 +129,7 @@ class GpuP2pTransportTest : public ::testing::Test {
     forEachChannelConnection([&](int r, int peer, const Connection& c, bool) {
       ++seen;
       EXPECT_FALSE(c.end.gpuBuffers) << "rank " << r << " peer " << peer;
+      EXPECT_FALSE(c.end.direct) << "no peer access: nothing written in place";
       EXPECT_EQ(gMemory->deviceOf(c.end.buffs[static_cast<int>(Protocol::Simple)]), -1);
     });
     EXPECT_GT(seen, 0);
@@ -316,6 +318,23 @@ TEST_F(GpuP2pTransportTest, MemAllocGivesGpuMemoryOtherProcessesCanMap) {
   close(fd);
   ASSERT_NE(mapped, nullptr) << why;
   gMemory->closeImported(1, mapped);
+
+  // Registered with a communicator of its GPU, a receive into it may be written in place
+  // (BufferRegistration::offerable); other memory, or with a communicator of another GPU, not.
+  ASSERT_EQ(initOn("dgx_h100.xml", {1, 0}), ncclSuccess);  // rank 1 on device 0, where p is
+  void* handles[3] = {};
+  ASSERT_EQ(ncclCommRegister(comms_[1], p, 5000, &handles[0]), ncclSuccess);
+  ASSERT_EQ(ncclCommRegister(comms_[0], p, 5000, &handles[1]), ncclSuccess);
+  void* managed = fixtures::fakeDriver().managedMemory;
+  ASSERT_EQ(ncclCommRegister(comms_[1], managed, 64, &handles[2]), ncclSuccess);
+  ASSERT_EQ(comms_[1]->registrations.size(), 2u);
+  EXPECT_TRUE(comms_[1]->registrations[0].offerable) << "ncclMemAlloc's, on the communicator's GPU";
+  EXPECT_FALSE(comms_[1]->registrations[1].offerable) << "not ncclMemAlloc's: maybe not mapped for the peer's GPU";
+  EXPECT_FALSE(comms_[0]->registrations[0].offerable) << "another GPU's memory";
+  EXPECT_EQ(ncclCommDeregister(comms_[1], handles[0]), ncclSuccess);
+  EXPECT_EQ(ncclCommDeregister(comms_[0], handles[1]), ncclSuccess);
+  EXPECT_EQ(ncclCommDeregister(comms_[1], handles[2]), ncclSuccess);
+  destroyAll();
   EXPECT_EQ(ncclMemFree(p), ncclSuccess);
   EXPECT_EQ(memory_->live(), 0u);
 

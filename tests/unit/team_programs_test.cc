@@ -63,6 +63,7 @@ class TeamRanks {
     ringRanks_.assign(n_, std::vector<int>(n_));
     views_.resize(n_);
     p2pRecv_.assign(n_, std::vector<FifoEnd*>(n_, nullptr));
+    p2pSend_.assign(n_, std::vector<FifoEnd*>(n_, nullptr));
     for (int r = 0; r < n_; ++r) {
       for (int k = 0; k < n_; ++k) ringRanks_[r][k] = (r + k) % n_;
       ChannelView& v = views_[r];
@@ -81,15 +82,42 @@ class TeamRanks {
       }
     }
     comms_.resize(n_);
-    for (int r = 0; r < n_; ++r) comms_[r] = CommView{r, n_, 1, &views_[r], nullptr, p2pRecv_[r].data()};
+    for (int r = 0; r < n_; ++r) comms_[r] = CommView{r, n_, 1, &views_[r], p2pSend_[r].data(), p2pRecv_[r].data()};
   }
 
   // Rank 0 receives from rank `from` over its ring connection (nobody sends on it).
   void routeRecvFromRing(int from) { p2pRecv_[0][from] = &ring_[n_ - 1]->receiver; }
+  // Sends and receives between ring neighbours over the ring's connections, marked direct
+  // (FifoEnd::direct) as P2P between ranks of one process is.
+  void routeP2pOverRing() {
+    for (int r = 0; r < n_; ++r) {
+      const int next = (r + 1) % n_;
+      p2pSend_[r][next] = &ring_[r]->sender;
+      p2pRecv_[next][r] = &ring_[r]->receiver;
+      ring_[r]->sender.direct = ring_[r]->receiver.direct = true;
+    }
+  }
+  // The bytes a connection's Simple slots hold.
+  size_t slotsHold() const {
+    const FifoEnd& e = ring_[0]->sender;
+    return e.slotBytes[static_cast<int>(Protocol::Simple)] * static_cast<size_t>(e.nSlots);
+  }
+  // Whether rank `to`'s last step received from its ring predecessor came in place.
+  bool lastStepInPlace(int to) const {
+    const FifoEnd& e = ring_[(to + n_ - 1) % n_]->receiver;
+    return e.ctrl->stamps[(e.step - 1) & static_cast<uint64_t>(e.nSlots - 1)].stamp.bytes < 0;
+  }
 
   // Runs items[r] on rank r with a team of Tag::kTeamSize threads per rank.
   template <typename Tag, typename T, typename Op>
   void run(const std::vector<WorkItem>& items, const Op& op) {
+    std::vector<std::vector<WorkItem>> lanes;
+    for (const WorkItem& w : items) lanes.push_back({w});
+    runLanes<Tag, T>(lanes, op);
+  }
+  // Runs lanes[r]'s items, in order, on rank r.
+  template <typename Tag, typename T, typename Op>
+  void runLanes(const std::vector<std::vector<WorkItem>>& lanes, const Op& op) {
     using Exec = typename Tag::Exec;
     std::vector<std::unique_ptr<TeamState>> teams;
     for (int r = 0; r < n_; ++r) teams.push_back(std::make_unique<TeamState>(Tag::kTeamSize, Exec::kLineThreads));
@@ -98,7 +126,7 @@ class TeamRanks {
       for (int t = 0; t < Tag::kTeamSize; ++t) {
         threads.emplace_back([&, r, t] {
           Exec exec(ctx_[r], *teams[r], t, Tag::kTeamSize);
-          programs::runItem<Tag::template Prims, T>(exec, comms_[r], items[r], op);
+          for (const WorkItem& w : lanes[r]) programs::runItem<Tag::template Prims, T>(exec, comms_[r], w, op);
         });
       }
     }
@@ -121,6 +149,7 @@ class TeamRanks {
   std::vector<std::vector<int>> ringRanks_;
   std::vector<ChannelView> views_;
   std::vector<std::vector<FifoEnd*>> p2pRecv_;
+  std::vector<std::vector<FifoEnd*>> p2pSend_;
   std::vector<CommView> comms_;
   long linePieces_ = 0;
 };
@@ -251,6 +280,46 @@ TYPED_TEST(TeamProgramsTest, ReduceScatterAllGatherBroadcastReduce) {
     runAll(WorkKind::Reduce, 2, RedOp<int32_t, RedKind::Sum>{0, 1}, false, false);
     for (size_t i = 0; i < count; ++i)
       ASSERT_EQ(out[2][i], narrow[0][i] + narrow[1][i] + narrow[2][i]) << "Reduce count " << count << " index " << i;
+  }
+}
+
+// Send/Recv in place (simple_primitives.h, beginP2p) by teams: past what the slots hold, a
+// receiver that offers its buffer gets every step written there by the sender's team (the
+// offer found by its thread 0, shared with the rest); smaller ones and ones not offered go
+// through the slots. Each rank sends to the next and receives from the previous at once.
+TEST(TeamProgramsInPlace, SendRecvInPlaceByTeams) {
+  using TypeParam = SimpleTag;  // only Simple moves in place
+  const int nranks = 3;
+  for (bool offered : {true, false}) {
+    for (size_t factor : {0, 3}) {
+      TeamRanks ranks(nranks, TypeParam::kProtocol);
+      ranks.routeP2pOverRing();
+      const size_t count = factor == 0 ? ranks.slotsHold() / sizeof(int32_t) : factor * ranks.slotsHold() / 4 + 5;
+      std::vector<std::vector<int32_t>> send(nranks, std::vector<int32_t>(count)), recv = send;
+      std::vector<std::vector<WorkItem>> lanes(nranks);
+      for (int r = 0; r < nranks; ++r) {
+        for (size_t i = 0; i < count; ++i) send[r][i] = rankInput(r, i);
+        std::fill(recv[r].begin(), recv[r].end(), -7);
+      }
+      // Two lanes per rank would need two teams; here a rank's team sends, then receives,
+      // and rank 0 receives first so the ring does not wait on itself.
+      for (int r = 0; r < nranks; ++r) {
+        WorkItem s = wholeCallItem(WorkKind::Send, Algorithm::Ring, Protocol::Simple, ncclInt32, send[r].data(),
+                                   nullptr, count, (r + 1) % nranks);
+        WorkItem v = wholeCallItem(WorkKind::Recv, Algorithm::Ring, Protocol::Simple, ncclInt32, nullptr,
+                                   recv[r].data(), count, (r + nranks - 1) % nranks);
+        s.stamp = CallStamp{1, count * sizeof(int32_t), -1, kStampSend, 0, 0, 0x12};
+        v.stamp = CallStamp{1, count * sizeof(int32_t), -1, kStampRecv, 0, 0, 0x12};
+        v.recvOffered = offered;
+        lanes[r] = r == 0 ? std::vector<WorkItem>{v, s} : std::vector<WorkItem>{s, v};
+      }
+      ranks.runLanes<TypeParam, int32_t>(lanes, RedOp<int32_t, RedKind::Sum>{0, 1});
+      for (int r = 0; r < nranks; ++r) {
+        ASSERT_EQ(ranks.result(r), ncclSuccess) << "rank " << r;
+        ASSERT_EQ(recv[r], send[(r + nranks - 1) % nranks]) << "rank " << r << " count " << count;
+        EXPECT_EQ(ranks.lastStepInPlace(r), offered && factor != 0) << "rank " << r << " count " << count;
+      }
+    }
   }
 }
 

@@ -68,9 +68,11 @@ struct RankState {
   int rank = 0;
   int local = 0;  // its index among this process's ranks (its GPU: perf_memory.h)
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;  // its own, with device buffers
-  NcclBuffer send;                // maxBytes
-  NcclBuffer recv;                // maxBytes
+  cudaStream_t stream = nullptr;     // its own, with device buffers
+  NcclBuffer send;                   // maxBytes
+  NcclBuffer recv;                   // maxBytes
+  void* sendRegistration = nullptr;  // -R 1: ncclCommRegister's handles
+  void* recvRegistration = nullptr;
   ncclRedOp_t op = ncclSum;
   bool opCreated = false;  // op came from ncclRedOpCreatePreMulSum
 };
@@ -326,6 +328,10 @@ void threadMain(Run& run, int tid, std::vector<RankState>& ranks, const ncclUniq
     r.stream = createStream();
     r.send.allocate(bytes, r.rank);
     r.recv.allocate(bytes, r.rank);
+    if (o.localRegister) {
+      PERF_NCCL(ncclCommRegister(r.comm, r.send.get(), bytes, &r.sendRegistration), r.comm, r.rank);
+      PERF_NCCL(ncclCommRegister(r.comm, r.recv.get(), bytes, &r.recvRegistration), r.comm, r.rank);
+    }
   }
   const std::vector<size_t> sizes = sweepSizes(o);
   const std::vector<PerfOp> noOp = {PerfOp::None};
@@ -343,6 +349,8 @@ void threadMain(Run& run, int tid, std::vector<RankState>& ranks, const ncclUniq
   }
   run.team.syncAll(tid);
   for (RankState& r : ranks) {
+    if (r.sendRegistration != nullptr) PERF_NCCL(ncclCommDeregister(r.comm, r.sendRegistration), r.comm, r.rank);
+    if (r.recvRegistration != nullptr) PERF_NCCL(ncclCommDeregister(r.comm, r.recvRegistration), r.comm, r.rank);
     r.send.release();
     r.recv.release();
     destroyStream(r.stream);

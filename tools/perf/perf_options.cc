@@ -32,6 +32,7 @@ void printUsage(const char* program) {
                "  [-G,--cudagraph <num graph launches>] (ignored: no CUDA graphs on the CPU executor)\n"
                "  [-C,--report_cputime <0/1>]\n"
                "  [-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]\n"
+               "  [-R,--local_register <0/1> register each rank's buffers with ncclCommRegister]\n"
                "  [-h,--help]\n",
                program);
 }
@@ -57,11 +58,12 @@ int parsePerfOptions(int argc, char** argv, PerfOptions* o) {
                                         {"cudagraph", required_argument, nullptr, 'G'},
                                         {"report_cputime", required_argument, nullptr, 'C'},
                                         {"average", required_argument, nullptr, 'a'},
+                                        {"local_register", required_argument, nullptr, 'R'},
                                         {"help", no_argument, nullptr, 'h'},
                                         {nullptr, 0, nullptr, 0}};
   optind = 1;
   int c, flag = 0;
-  const std::string letters = std::string(kSweepFlagLetters) + "t:g:m:p:o:d:r:z:G:C:a:h";
+  const std::string letters = std::string(kSweepFlagLetters) + "t:g:m:p:o:d:r:z:G:C:a:R:h";
   while ((c = getopt_long(argc, argv, letters.c_str(), kLongOptions, nullptr)) != -1) {
     bool ok = true;
     const FlagParse sweep = parseSweepFlag(c, optarg, o);
@@ -105,6 +107,10 @@ int parsePerfOptions(int argc, char** argv, PerfOptions* o) {
         case 'a':
           ok = parseInt(optarg, 0, &flag) && flag <= 3;
           o->average = static_cast<AverageMode>(flag);
+          break;
+        case 'R':  // nccl-tests' 2 (symmetric windows) is not one of the perf tools' modes
+          ok = parseInt(optarg, 0, &flag) && flag <= 1;
+          o->localRegister = flag != 0;
           break;
         case 'h':
           printUsage(argv[0]);

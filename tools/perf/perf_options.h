@@ -26,6 +26,7 @@ struct PerfOptions : SweepFlags {
   int nThreads = 1;
   int nGpus = 1;  // ranks driven by each thread ("GPUs" in nccl-tests)
   bool parallelInit = false;
+  bool localRegister = false;  // -R 1: each rank's buffers registered with ncclCommRegister
 };
 
 // Parses argv. Returns 0 to run, otherwise the exit code (help printed: 0 → returned as -1
