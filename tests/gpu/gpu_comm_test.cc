@@ -215,6 +215,42 @@ TEST_F(GpuCommTest, MemAllocGivesDeviceMemoryThatCollectivesUse) {
   EXPECT_EQ(ncclMemFree(p), ncclSuccess);
 }
 
+// Registered ncclMemAlloc buffers: a Send/Recv larger than the slots is written by the
+// sender's kernel straight into the receiver's buffer (zero-copy), both ways at once.
+TEST_F(GpuCommTest, RegisteredSendRecvMovesInPlace) {
+  const size_t count = size_t{4} << 20;  // 16 MiB: past the 1 MiB of slots
+  void* send[kRanks];
+  void* recv[kRanks];
+  void* handles[kRanks];
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(ncclMemAlloc(&send[r], count * sizeof(float)), ncclSuccess);
+    ASSERT_EQ(ncclMemAlloc(&recv[r], count * sizeof(float)), ncclSuccess);
+    std::vector<float> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = input(r, i);
+    ASSERT_EQ(cudaMemcpy(send[r], in.data(), count * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemset(recv[r], 0, count * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(ncclCommRegister(comms_[r], recv[r], count * sizeof(float), &handles[r]), ncclSuccess);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(ncclSend(send[r], count, ncclFloat32, 1 - r, comms_[r], streams_[r]), ncclSuccess);
+    ASSERT_EQ(ncclRecv(recv[r], count, ncclFloat32, 1 - r, comms_[r], streams_[r]), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  sync();
+  for (int r = 0; r < kRanks; ++r) {
+    const std::vector<float> got = hostCopy(static_cast<const float*>(recv[r]), count);
+    for (size_t i = 0; i < count; i += 4093) ASSERT_EQ(got[i], input(1 - r, i)) << "rank " << r << " index " << i;
+    ASSERT_EQ(got[count - 1], input(1 - r, count - 1));
+    EXPECT_EQ(ncclCommDeregister(comms_[r], handles[r]), ncclSuccess);
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(ncclMemFree(send[r]), ncclSuccess);
+    EXPECT_EQ(ncclMemFree(recv[r]), ncclSuccess);
+  }
+}
+
 TEST_F(GpuCommTest, PageableHostMemoryOnAGpuCommunicatorIsRefused) {
   float* device = deviceCopy(std::vector<float>(16, 1));
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
