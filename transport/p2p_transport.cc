@@ -1,9 +1,10 @@
 // P2P: both ranks live in one process, so the sender writes into the receiver's FIFO
 // directly; both ends own it (HeapBlock). Between GPU communicators whose GPUs are close
 // enough (NCCL_P2P_LEVEL) the buffers are the receiver's GPU memory, which the sender's
-// kernels write over NVLink or PCIe (NCCL's P2P write); the control block stays in host
-// memory, where the host can still mark the connection broken and read its stamps.
-// Otherwise the whole FIFO is host memory.
+// kernels write over NVLink or PCIe (NCCL's P2P write), except the Simple slots under P2P
+// read (simpleSlotsOnSenderGpu): those are the sender's GPU memory, which the receiver's
+// kernels read; the control block stays in host memory, where the host can still mark the
+// connection broken and read its stamps. Otherwise the whole FIFO is host memory.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -28,10 +29,11 @@ namespace {
 class HeapBlock {
  public:
   // Host memory for the whole FIFO or, with `gpu`, for the control block alone and GPU
-  // `device`'s memory for the buffers. Null with `*why` when an allocation failed.
-  static std::shared_ptr<HeapBlock> create(const FifoLayout& layout, const GpuFifoMemory* gpu, int device,
+  // `device`'s memory for the buffers, but for the Simple slots on GPU `readFrom` (the
+  // sender's, P2P read) where that is not -1. Null with `*why` when an allocation failed.
+  static std::shared_ptr<HeapBlock> create(const FifoLayout& layout, const GpuFifoMemory* gpu, int device, int readFrom,
                                            std::string* why) {
-    std::shared_ptr<HeapBlock> block(new HeapBlock(layout, gpu, device));
+    std::shared_ptr<HeapBlock> block(new HeapBlock(layout, gpu, device, gpu ? readFrom : -1));
     const size_t hostBytes = gpu ? sizeof(StepFifoControl) : layout.totalBytes();
     block->control_ = std::aligned_alloc(fifoPageBytes(), roundUpToFifoPages(hostBytes));
     if (block->control_ == nullptr) {
@@ -42,8 +44,12 @@ class HeapBlock {
     // GPU memory comes zeroed.
     memset(block->control_, 0, gpu ? hostBytes : layout.bufferOffset(static_cast<int>(Protocol::Simple)));
     if (gpu != nullptr) {
-      block->gpuBuffers_ = gpu->allocate(device, layout.buffersBytes(), false, why);
+      block->gpuBuffers_ = gpu->allocate(device, block->receiverGpuBytes(), false, why);
       if (block->gpuBuffers_ == nullptr) return nullptr;
+    }
+    if (block->readFrom_ >= 0) {
+      block->simpleSlots_ = gpu->allocate(block->readFrom_, block->senderGpuBytes(), false, why);
+      if (block->simpleSlots_ == nullptr || !gpu->enablePeerAccess(device, block->readFrom_, why)) return nullptr;
     }
     return block;
   }
@@ -60,23 +66,37 @@ class HeapBlock {
     if (onGpu()) {
       end->attachApart(control(), gpuBuffers_, layout_);
       end->gpuBuffers = true;
+      if (simpleSlots_ != nullptr) end->buffs[static_cast<int>(Protocol::Simple)] = static_cast<char*>(simpleSlots_);
     } else {
       end->attach(control_, layout_);
     }
   }
   std::string describe() const {
-    return onGpu() ? "GPU memory of CUDA device " + std::to_string(device_) : std::string("host memory");
+    if (!onGpu()) return "host memory";
+    const std::string on = "GPU memory of CUDA device " + std::to_string(device_);
+    return readFrom_ < 0 ? on : on + ", Simple slots of CUDA device " + std::to_string(readFrom_) + " (P2P read)";
+  }
+  // GPU memory on the receiver's GPU: every buffer, or all but the Simple slots (the last).
+  size_t receiverGpuBytes() const {
+    return readFrom_ < 0 ? layout_.buffersBytes()
+                         : layout_.bufferOffset(static_cast<int>(Protocol::Simple)) - sizeof(StepFifoControl);
+  }
+  // ... and on the sender's: the Simple slots under P2P read.
+  size_t senderGpuBytes() const {
+    return readFrom_ < 0 ? 0 : layout_.totalBytes() - layout_.bufferOffset(static_cast<int>(Protocol::Simple));
   }
 
  private:
-  HeapBlock(const FifoLayout& layout, const GpuFifoMemory* gpu, int device)
-      : layout_(layout), gpu_(gpu), device_(device) {}
+  HeapBlock(const FifoLayout& layout, const GpuFifoMemory* gpu, int device, int readFrom)
+      : layout_(layout), gpu_(gpu), device_(device), readFrom_(readFrom) {}
 
   FifoLayout layout_;
   const GpuFifoMemory* gpu_;
   int device_;
+  int readFrom_;  // the sender's GPU, holding the Simple slots (P2P read), or -1
   void* control_ = nullptr;
   void* gpuBuffers_ = nullptr;
+  void* simpleSlots_ = nullptr;
 };
 
 std::mutex& blockTableMutex() {
@@ -96,6 +116,7 @@ HeapBlock::~HeapBlock() {
   }
   // Both ends are gone, and their communicators' kernels ended before their connections.
   if (gpuBuffers_ != nullptr) gpu_->release(device_, gpuBuffers_);
+  if (simpleSlots_ != nullptr) gpu_->release(readFrom_, simpleSlots_);
   std::free(control_);
 }
 
@@ -115,7 +136,11 @@ class HeapFifo : public ConnectionResource {
 
   bool jointlyOwned() const override { return true; }
   std::string describe() const override { return block_->describe(); }
-  size_t gpuBytes() const override { return receiver_ && block_->onGpu() ? block_->layout().buffersBytes() : 0; }
+  // Each end counts what is on its own GPU.
+  size_t gpuBytes() const override {
+    if (!block_->onGpu()) return 0;
+    return receiver_ ? block_->receiverGpuBytes() : block_->senderGpuBytes();
+  }
 
  private:
   std::shared_ptr<HeapBlock> block_;
@@ -146,8 +171,9 @@ class P2pTransport : public Transport {
                               const LinkContext& link, ConnectHandle* handle, FifoEnd* end,
                               std::unique_ptr<ConnectionResource>* resource) const override {
     const GpuFifoMemory* gpu = buffersOnReceiverGpu(self, peer, link) ? link.gpuMemory : nullptr;
+    const int readFrom = gpu != nullptr && simpleSlotsOnSenderGpu(self, peer, link) ? peer.cudaDev : -1;
     std::string why;
-    std::shared_ptr<HeapBlock> block = HeapBlock::create(layout, gpu, self.cudaDev, &why);
+    std::shared_ptr<HeapBlock> block = HeapBlock::create(layout, gpu, self.cudaDev, readFrom, &why);
     if (!block) {
       WARN("P2P: the FIFO for data from rank %d (%zu bytes in %s): %s", peer.rank, layout.totalBytes(),
            gpu ? ("GPU memory of CUDA device " + std::to_string(self.cudaDev)).c_str() : "host memory", why.c_str());

@@ -80,6 +80,13 @@ bool buffersOnReceiverGpu(const PeerInfo& self, const PeerInfo& peer, const Link
   return false;
 }
 
+bool simpleSlotsOnSenderGpu(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link) {
+  if (!link.mineReadsPeer || link.gpuPath == static_cast<int>(PathType::LOC)) return false;
+  const int64_t asked = envInt("NCCL_P2P_READ_ENABLE", -2);
+  if (asked != -2) return asked != 0;
+  return link.gpuPath == static_cast<int>(PathType::NVL) && self.gpuArch == 80 && peer.gpuArch == 80;
+}
+
 int netDeviceFor(const std::vector<std::string>& deviceNames, const std::vector<std::string>* nearNics, int peerRank,
                  int* nearIndex) {
   if (nearIndex != nullptr) *nearIndex = -1;

@@ -77,6 +77,7 @@ inline bool simpleSlotsIdle(const StepFifoControl* ctrl) {
 struct LinkContext {
   int gpuPath = -1;                                    // a PathType (core/path_type.h) between their GPUs, -1: unknown
   bool peerWritesMine = false;                         // the peer's GPU can write this rank's GPU memory
+  bool mineReadsPeer = false;                          // this rank's GPU can read the peer's GPU memory
   const GpuFifoMemory* gpuMemory = nullptr;            // null: the FIFO stays in host memory
   const std::vector<std::string>* nearNics = nullptr;  // the topology's names, nearest first; null: none known
   const std::vector<int>* nearNicPaths = nullptr;      // the path (a PathType) from this GPU to each of nearNics
@@ -107,6 +108,13 @@ bool buffersOnReceiverGpu(const PeerInfo& self, const PeerInfo& peer, const Link
 // The same decision without the INFO line; `*why` says why not where an INFO line would
 // (empty where no GPU memory was in question: a CPU communicator, NCCL_P2P_DISABLE).
 bool receiverGpuBuffersAllowed(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link, std::string* why);
+
+// NCCL's P2P read, for a FIFO whose buffers are on the receiver's GPU (`self`, from `peer`'s
+// GPU): its Simple slots go on the sender's GPU instead, written there locally and read by
+// the receiver's kernels. As NCCL: NCCL_P2P_READ_ENABLE=1 or 0 decides; unset, the GPUs are
+// NVLink peers of compute capability 8.0 (Ampere; Hopper writes). Also needs the receiver's
+// GPU to reach the sender's (link.mineReadsPeer).
+bool simpleSlotsOnSenderGpu(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link);
 
 enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };
 

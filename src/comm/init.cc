@@ -194,7 +194,7 @@ uint64_t gpuReachOf(const ncclComm* comm, const topo::GpuRoute& route) {
 // What the transports are told of each rank: the NICs nearest this rank's GPU and their
 // paths, the CUDA backend's memory and, for GPU communicator ranks of this host, the path
 // between the GPUs (by their places in the topology, else the same device), and whether
-// that rank's GPU can write this one's.
+// that rank's GPU can write this one's, and this one's read that one's.
 void linkGpuPeers(ncclComm* comm, const topo::GpuRoute& route) {
   const PeerInfo& self = comm->peers[comm->rank];
   const GpuFifoMemory* memory = gpuFifoMemory();
@@ -216,8 +216,9 @@ void linkGpuPeers(ncclComm* comm, const topo::GpuRoute& route) {
     } else if (p.gpuBusId == self.gpuBusId && (p.gpuBusId != 0 || p.cudaDev == self.cudaDev)) {
       link.gpuPath = static_cast<int>(PathType::LOC);
     }
-    link.peerWritesMine = link.gpuPath == static_cast<int>(PathType::LOC) ||
-                          (placed && self.topoGpu < 64 && ((p.gpuReach >> self.topoGpu) & 1) != 0);
+    const bool sameGpu = link.gpuPath == static_cast<int>(PathType::LOC);
+    link.peerWritesMine = sameGpu || (placed && self.topoGpu < 64 && ((p.gpuReach >> self.topoGpu) & 1) != 0);
+    link.mineReadsPeer = sameGpu || (placed && p.topoGpu < 64 && ((self.gpuReach >> p.topoGpu) & 1) != 0);
   }
 }
 

@@ -67,7 +67,8 @@ class GpuP2pTransportTest : public ::testing::Test {
     EXPECT_EQ(memory_->imported(), 0u) << "GPU memory left mapped";
     EXPECT_EQ(memory_->badReleases(), 0) << "a release of memory the stand-in did not give, or on another GPU";
     setGpuLaunchHooksForTesting(nullptr);
-    for (const char* name : {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "CHORUS_ALLOW_SHARED_GPU", "NCCL_PROTO"})
+    for (const char* name :
+         {"NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "CHORUS_ALLOW_SHARED_GPU", "NCCL_PROTO", "NCCL_P2P_READ_ENABLE"})
       unsetenv(name);
     gMemory = nullptr;
   }
@@ -105,24 +106,43 @@ class GpuP2pTransportTest : public ::testing::Test {
         }
   }
   // Every connection's buffers are in the receiver's GPU memory, its control block in host
-  // memory, and the sender's GPU may write there.
-  void expectBuffersOnReceiversGpu() {
+  // memory, and the sender's GPU may write there; with `p2pRead`, the Simple slots are in
+  // the sender's GPU memory, which the receiver's GPU may read.
+  void expectBuffersOnReceiversGpu(bool p2pRead = false) {
     int seen = 0;
     forEachChannelConnection([&](int r, int peer, const Connection& c, bool sending) {
       ++seen;
       const int receiverDev = sending ? devs_[peer] : devs_[r];
+      const int senderDev = sending ? devs_[r] : devs_[peer];
       EXPECT_STREQ(c.transport->name(), "P2P");
       EXPECT_TRUE(c.end.gpuBuffers) << "rank " << r << " peer " << peer;
       EXPECT_TRUE(c.end.direct) << "the sender's GPU may write the receiver's buffers: Send/Recv in place";
-      for (int p = 0; p < kNumProtocols; ++p)
-        EXPECT_EQ(gMemory->deviceOf(c.end.buffs[p]), receiverDev) << "rank " << r << " peer " << peer << " proto " << p;
+      for (int p = 0; p < kNumProtocols; ++p) {
+        const bool onSender = p2pRead && p == static_cast<int>(Protocol::Simple);
+        EXPECT_EQ(gMemory->deviceOf(c.end.buffs[p]), onSender ? senderDev : receiverDev)
+            << "rank " << r << " peer " << peer << " proto " << p;
+      }
       EXPECT_EQ(gMemory->deviceOf(c.end.ctrl), -1) << "the control block stays in host memory";
-      EXPECT_EQ(c.resource->describe(), "GPU memory of CUDA device " + std::to_string(receiverDev));
+      const std::string on = "GPU memory of CUDA device " + std::to_string(receiverDev);
+      EXPECT_EQ(c.resource->describe(),
+                p2pRead ? on + ", Simple slots of CUDA device " + std::to_string(senderDev) + " (P2P read)" : on);
       if (sending) {
         EXPECT_TRUE(gMemory->accessEnabled(devs_[r], devs_[peer])) << "rank " << r << " -> " << peer;
       }
+      if (p2pRead && !sending) {
+        EXPECT_TRUE(gMemory->accessEnabled(devs_[r], devs_[peer])) << "rank " << r << " reads " << peer;
+      }
     });
     EXPECT_GT(seen, 0);
+  }
+  // Each rank's ncclCommMemStats is the GPU memory on its GPU.
+  void expectMemStatsPerGpu() {
+    for (size_t r = 0; r < comms_.size(); ++r) {
+      uint64_t total = 0;
+      ASSERT_EQ(ncclCommMemStats(comms_[r], ncclStatGpuMemTotal, &total), ncclSuccess);
+      EXPECT_EQ(total, memory_->bytesOn(devs_[r])) << "rank " << r;
+      EXPECT_GT(total, 0u);
+    }
   }
   void expectBuffersInHostMemory() {
     int seen = 0;
@@ -151,12 +171,7 @@ TEST_F(GpuP2pTransportTest, OnNvlinkEveryConnectionIsInTheReceiversGpuMemory) {
                 static_cast<int>(peer == static_cast<int>(r) ? PathType::LOC : PathType::NVL));
   expectBuffersOnReceiversGpu();
   EXPECT_GT(memory_->allocations(), 0);
-  for (size_t r = 0; r < comms_.size(); ++r) {
-    uint64_t total = 0;
-    ASSERT_EQ(ncclCommMemStats(comms_[r], ncclStatGpuMemTotal, &total), ncclSuccess);
-    EXPECT_EQ(total, memory_->bytesOn(devs_[r])) << "rank " << r << ": its receive buffers are its GPU memory";
-    EXPECT_GT(total, 0u);
-  }
+  expectMemStatsPerGpu();  // its receive buffers are its GPU memory
 
   // Each rank's network connections would leave through the NIC nearest its GPU.
   topo::XmlNode xml;
@@ -188,6 +203,39 @@ TEST_F(GpuP2pTransportTest, OnNvlinkEveryConnectionIsInTheReceiversGpuMemory) {
 
   destroyAll();
   EXPECT_EQ(memory_->live(), 0u) << "destroy gives every FIFO's GPU memory back";
+}
+
+// NCCL's P2P read: between NVLink Ampere GPUs (compute capability 8.0) the Simple slots are
+// the sender's GPU memory, which the receiver's kernels read; Hopper writes (as NCCL);
+// NCCL_P2P_READ_ENABLE decides either way; never over PCIe by default.
+TEST_F(GpuP2pTransportTest, P2pReadPutsTheSimpleSlotsOnTheSendersGpu) {
+  std::fill(std::begin(gArchOfDevice), std::end(gArchOfDevice), 80);
+  ASSERT_EQ(initOn("dgx_h100.xml", {3, 0, 6, 1}), ncclSuccess);
+  expectBuffersOnReceiversGpu(true);
+  expectMemStatsPerGpu();  // its receive buffers but Simple's, and the Simple slots of its sends
+  destroyAll();
+  EXPECT_EQ(memory_->live(), 0u);
+
+  setenv("NCCL_P2P_READ_ENABLE", "0", 1);
+  ASSERT_EQ(initOn("dgx_h100.xml", {3, 0, 6, 1}), ncclSuccess);
+  expectBuffersOnReceiversGpu(false);
+  destroyAll();
+
+  std::fill(std::begin(gArchOfDevice), std::end(gArchOfDevice), 90);
+  unsetenv("NCCL_P2P_READ_ENABLE");
+  ASSERT_EQ(initOn("dgx_h100.xml", {3, 0}), ncclSuccess);
+  expectBuffersOnReceiversGpu(false);  // Hopper: P2P write
+  destroyAll();
+  setenv("NCCL_P2P_READ_ENABLE", "1", 1);
+  ASSERT_EQ(initOn("dgx_h100.xml", {3, 0}), ncclSuccess);
+  expectBuffersOnReceiversGpu(true);
+  destroyAll();
+  unsetenv("NCCL_P2P_READ_ENABLE");
+
+  std::fill(std::begin(gArchOfDevice), std::end(gArchOfDevice), 80);
+  setenv("NCCL_P2P_LEVEL", "PHB", 1);
+  ASSERT_EQ(initOn("pcie_4gpu_workstation.xml", {0, 1, 2, 3}), ncclSuccess);
+  expectBuffersOnReceiversGpu(false);  // PCIe: write
 }
 
 // NCCL_P2P_LEVEL bounds the path: LOC keeps even NVLink pairs in host memory; NVL allows them.
