@@ -215,12 +215,17 @@ class LinePrimitives {
 
   // A slot must hold a line and keep the 8-byte words aligned; only whole lines of it are
   // used (a slot that is not a multiple of the line loses its tail instead of hanging).
+  // Lines moved by groups of threads are 16-byte accesses: their slots must be 16-byte aligned.
   CHORUS_HD void checkSlot(const FifoEnd& e) {
-    const size_t bytes = e.slotBytes[static_cast<int>(kProtocol)];
-    const bool aligned = bytes % 8 == 0 && reinterpret_cast<uintptr_t>(e.buffs[static_cast<int>(kProtocol)]) % 8 == 0;
+    constexpr size_t kAlign = kLineThreads > 1 ? 16 : 8;
+    const int p = static_cast<int>(kProtocol);
+    const size_t bytes = e.slotBytes[p];
+    const bool aligned =
+        bytes % 8 == 0 && reinterpret_cast<uintptr_t>(e.buffs[p]) % kAlign == 0 && e.slotStride[p] % kAlign == 0;
     if (bytes < (kStampLines + 1) * Format::kLineBytes || !aligned) {
       exec_.fail(e,
                  kProtocol == Protocol::LL ? "LL slot unusable (under five 16-byte lines or not 8-byte aligned)"
+                 : kLineThreads > 1        ? "LL128 slot unusable (under two 128-byte lines or not 16-byte aligned)"
                                            : "LL128 slot unusable (under two 128-byte lines or not 8-byte aligned)",
                  static_cast<long>(bytes), static_cast<long>((kStampLines + 1) * Format::kLineBytes));
       ok_ = false;

@@ -97,6 +97,11 @@ class TeamRanks {
       ring_[r]->sender.direct = ring_[r]->receiver.direct = true;
     }
   }
+  // Moves every ring connection's LL128 buffer 8 bytes on: 8-byte aligned, not 16.
+  void misalignLl128Buffers() {
+    for (auto& fifo : ring_)
+      for (FifoEnd* e : {&fifo->sender, &fifo->receiver}) e->buffs[static_cast<int>(Protocol::LL128)] += 8;
+  }
   // The bytes a connection's Simple slots hold.
   size_t slotsHold() const {
     const FifoEnd& e = ring_[0]->sender;
@@ -318,6 +323,31 @@ TEST(TeamProgramsInPlace, SendRecvInPlaceByTeams) {
         ASSERT_EQ(ranks.result(r), ncclSuccess) << "rank " << r;
         ASSERT_EQ(recv[r], send[(r + nranks - 1) % nranks]) << "rank " << r << " count " << count;
         EXPECT_EQ(ranks.lastStepInPlace(r), offered && factor != 0) << "rank " << r << " count " << count;
+      }
+    }
+  }
+}
+
+// Lines moved by groups of threads are 16-byte accesses (a misaligned one would fault on a
+// GPU): a slot only 8-byte aligned fails the call cleanly on every rank; one thread per line
+// takes it.
+TEST(TeamProgramsWarpLines, ASlotNot16ByteAlignedFailsCleanly) {
+  for (bool groups : {true, false}) {
+    TeamRanks ranks(2, Protocol::LL128);
+    ranks.misalignLl128Buffers();
+    std::vector<std::vector<int32_t>> send(2, std::vector<int32_t>(100, 1)), recv = send;
+    std::vector<WorkItem> items;
+    for (int r = 0; r < 2; ++r)
+      items.push_back(wholeCallItem(WorkKind::AllReduce, Algorithm::Ring, Protocol::LL128, ncclInt32, send[r].data(),
+                                    recv[r].data(), 100, 0));
+    if (groups) {
+      ranks.run<LL128WarpLinesTag, int32_t>(items, RedOp<int32_t, RedKind::Sum>{0, 1});
+      for (int r = 0; r < 2; ++r) EXPECT_NE(ranks.result(r), ncclSuccess) << "rank " << r;
+    } else {
+      ranks.run<LL128Tag, int32_t>(items, RedOp<int32_t, RedKind::Sum>{0, 1});
+      for (int r = 0; r < 2; ++r) {
+        ASSERT_EQ(ranks.result(r), ncclSuccess) << "rank " << r;
+        EXPECT_EQ(recv[r], std::vector<int32_t>(100, 2));
       }
     }
   }
