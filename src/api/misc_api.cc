@@ -37,13 +37,10 @@ struct Registration {
 // directly (BufferRegistration::offerable).
 bool offerableBuffer(const ncclComm* comm, const void* buff, size_t size) {
   if (comm->executorChoice.load() != ExecutorChoice::Cuda) return true;
-  const char* at = static_cast<const char*>(buff);
   std::lock_guard<std::mutex> lock(gMemMutex);
-  for (const auto& [base, allocation] : memAllocations()) {
-    const char* start = static_cast<const char*>(base);
-    if (allocation.device && allocation.cudaDev == comm->cudaDev && at >= start && at + size <= start + allocation.size)
+  for (const auto& [base, allocation] : memAllocations())
+    if (allocation.device && allocation.cudaDev == comm->cudaDev && rangeWithin(base, allocation.size, buff, size))
       return true;
-  }
   return false;
 }
 

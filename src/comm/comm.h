@@ -59,6 +59,14 @@ struct UserRedOp {
   const void* scalarPtr = nullptr;  // Device: read when the collective runs
 };
 
+// Whether [p, p + bytes) lies within [base, base + size), without forming a pointer past
+// either end.
+inline bool rangeWithin(const void* base, size_t size, const void* p, size_t bytes) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  const auto start = reinterpret_cast<uintptr_t>(base);
+  return at >= start && bytes <= size && at - start <= size - bytes;
+}
+
 // A buffer registered with ncclCommRegister. `offerable`: a Send/Recv receiving into it
 // may let its sender write there directly (FifoEnd::direct): any buffer of a CPU
 // communicator; on a GPU communicator, memory from ncclMemAlloc on its GPU, which every GPU
@@ -68,11 +76,7 @@ struct BufferRegistration {
   void* buff;
   size_t size;
   bool offerable;
-  bool covers(const void* p, size_t bytes) const {
-    const char* at = static_cast<const char*>(p);
-    const char* start = static_cast<const char*>(buff);
-    return at >= start && bytes <= size && at - start <= static_cast<ptrdiff_t>(size - bytes);
-  }
+  bool covers(const void* p, size_t bytes) const { return rangeWithin(buff, size, p, bytes); }
 };
 
 // What the communicator honours of its ncclConfig_t (src/api/config.h).
