@@ -98,6 +98,8 @@ constexpr Setting kSettings[] = {
     {"NCCL_IB_TIMEOUT", kInt64, "20", kHonoured, "IB retransmission timeout exponent"},
     {"NCCL_IB_RETRY_CNT", kInt64, "7", kHonoured, "IB retry count"},
     {"CHORUS_NET_STEPS", kInt64, "2", kHonoured, "slots of a network connection"},
+    {"CHORUS_NET_NOTE_LINK", kInt64, "1", kHonoured,
+     "1: over IB and net plugins, a TCP link per connection relays where each end is (mismatches fail at once)"},
     // Topology.
     {"NCCL_TOPO_FILE", kString, "", kHonoured, "topology XML to load instead of detecting"},
     {"NCCL_TOPO_DUMP_FILE", kString, "", kHonoured, "write the topology XML here"},

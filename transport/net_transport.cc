@@ -8,12 +8,14 @@
 #include "core/env.h"
 #include "transport/net/net_choice.h"
 #include "transport/net/net_connection.h"
+#include "transport/net/note_link.h"
 #include "transport/transport.h"
 
 namespace chorus {
 namespace {
 
 static_assert(sizeof(ConnectHandle::netHandle) == kNetHandleSize, "ConnectHandle must hold a net handle");
+static_assert(sizeof(ConnectHandle::noteLink) == sizeof(NoteLinkHandle), "ConnectHandle must hold a note link");
 
 // Where one end of a connection leaves: the net's device and, for a GPU communicator, the
 // path from its GPU to that device's NIC (a PathType; -1: unknown).
@@ -125,7 +127,9 @@ class NetTransport : public Transport {
     memset(static_cast<void*>(handle), 0, sizeof(*handle));  // padding too: the handle crosses the network
     handle->transport = TransportId::Net;
     handle->layout = layout;
-    CHORUS_CHECK(conn->listen(route.dev, handle->netHandle));
+    NoteLinkHandle noteLink{};
+    CHORUS_CHECK(conn->listen(route.dev, handle->netHandle, &noteLink));
+    memcpy(handle->noteLink, &noteLink, sizeof(noteLink));
     fillEnd(*conn, layout, peer.rank, end);
     conn->start();
     *resource = std::move(conn);
@@ -143,7 +147,9 @@ class NetTransport : public Transport {
         makeConnection(*net, handle.layout, peer, true, gpuSlotsFor(*net, route, self, peer, link, true), &conn));
     NetCommConfig config;
     config.trafficClass = self.trafficClass;
-    conn->setPeerHandle(route.dev, handle.netHandle, config);
+    NoteLinkHandle noteLink;
+    memcpy(&noteLink, handle.noteLink, sizeof(noteLink));
+    conn->setPeerHandle(route.dev, handle.netHandle, config, noteLink);
     fillEnd(*conn, handle.layout, peer.rank, end);
     conn->start();
     *resource = std::move(conn);

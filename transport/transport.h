@@ -137,6 +137,7 @@ struct ConnectHandle {
   uint64_t address;     // P2P: the FIFO's address in the shared process
   char shmName[64];     // SHM: the POSIX shared memory object
   char netHandle[128];  // NET: the receiver's listen handle (NCCL_NET_HANDLE_MAXSIZE)
+  char noteLink[64];    // NET over a net without notes: the receiver's note link (net/note_link.h)
   // SHM with GPU buffers: the ticket for their descriptor and the allocation's bytes (by
   // file descriptor), or their legacy CUDA IPC handle.
   FdTicket gpuTicket;

@@ -13,7 +13,8 @@
 //    link: over NET too, where a wait for a step that never comes (a Reduce root mismatch)
 //    or for a slot never freed (two ranks each the root of a large Broadcast) learns the
 //    peer's call from what the proxies relay (net_connection.h), well before
-//    CHORUS_TIMEOUT, which is set far above what the test waits for.
+//    CHORUS_TIMEOUT, which is set far above what the test waits for; through a net plugin
+//    as well, whose connections relay over a note link (note_link.h).
 // And with CHORUS_FINGERPRINTS=0 the check is off: the same op mismatch goes unnoticed.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -44,12 +45,13 @@ struct Case {
   Proto proto;
   size_t bytes;
   Mismatch mismatch;
+  bool netPlugin = false;  // NET through the test net plugin, which has no notes: the note link relays
 };
 
 std::string caseName(const testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return std::string(linkName(c.link)) + protoName(c.proto) + (c.bytes >= (1u << 20) ? "16MiB" : "1KiB") +
-         mismatchName(c.mismatch);
+  return std::string(linkName(c.link)) + (c.netPlugin ? "Plugin" : "") + protoName(c.proto) +
+         (c.bytes >= (1u << 20) ? "16MiB" : "1KiB") + mismatchName(c.mismatch);
 }
 
 // The mismatched call as `rank` makes it, on float/int32 buffers of `elems` elements.
@@ -91,6 +93,7 @@ TEST_P(FingerprintTest, MismatchFailsAndPoisonsTheCommunicator) {
   env.set("NCCL_PROTO", protoName(c.proto));
   env.set("CHORUS_TIMEOUT", "120");  // past the launcher's limit: only the call check may end a stuck wait
   forceLink(env, c.link);
+  if (c.netPlugin) env.set("NCCL_NET_PLUGIN", std::string(CHORUS_TEST_NET_PLUGIN_DIR) + "/libnccl-net-chorustest.so");
   TuningLogCapture log(env, "INIT");
   const size_t elems = c.bytes / sizeof(float);
   const LaunchMode mode = launchModeOf(c.link);
@@ -142,6 +145,20 @@ std::vector<Case> allCases() {
 
 INSTANTIATE_TEST_SUITE_P(AllLinks, FingerprintTest, testing::ValuesIn(allCases()), caseName);
 
+// Through a net plugin (no notes of its own) the mismatches that leave a wait no step will
+// end are caught by what the note link relays (transport/net/note_link.h), as over the
+// socket net; without the link (CHORUS_NET_NOTE_LINK=0) these wait for CHORUS_TIMEOUT.
+std::vector<Case> pluginCases() {
+  std::vector<Case> cases;
+  for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128})
+    for (size_t bytes : {size_t{1024}, size_t{16} << 20})
+      for (Mismatch m : {Mismatch::kReduceRoot, Mismatch::kBroadcastRoot, Mismatch::kCount, Mismatch::kSendRecvBytes})
+        cases.push_back(Case{Link::kNet, proto, bytes, m, true});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(NetPlugin, FingerprintTest, testing::ValuesIn(pluginCases()), caseName);
+
 // The WARN names the two calls as the user made them.
 TEST(FingerprintWarn, NamesOpTypeCountAndNumberOfBothCalls) {
   ScopedEnv env;
@@ -173,12 +190,16 @@ TEST(FingerprintWarn, NamesOpTypeCountAndNumberOfBothCalls) {
 // than a record takes to be relayed over the network (net_connection.h): with 3 ranks over
 // NET (and SHM), each round one rank sleeps 30 ms before its calls while the others are
 // already waiting in them, so relayed records of every kind of call and state meet waits.
+// Over NET through the test net plugin too, where the records go over the note link.
 TEST(FingerprintPauses, MatchedCallsWithPausesAllSucceed) {
-  for (Link link : {Link::kNet, Link::kShm}) {
-    SCOPED_TRACE(linkName(link));
+  for (int variant = 0; variant < 3; ++variant) {
+    const Link link = variant == 2 ? Link::kShm : Link::kNet;
+    SCOPED_TRACE(variant == 1 ? "NET through a net plugin" : linkName(link));
     ScopedEnv env;
     env.set("CHORUS_TIMEOUT", "120");
     forceLink(env, link);
+    if (variant == 1)
+      env.set("NCCL_NET_PLUGIN", std::string(CHORUS_TEST_NET_PLUGIN_DIR) + "/libnccl-net-chorustest.so");
     LaunchResult result = runRanksWithId(
         launchModeOf(link), 3,
         [](int rank, int nranks, const ncclUniqueId& id) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/debug.h"
+#include "core/env.h"
 #include "core/futex.h"
 #include "device/common/step_stamps.h"
 
@@ -29,6 +30,9 @@ constexpr auto kTakeEvery = std::chrono::milliseconds(5);
 constexpr uint64_t kRelayEveryIdlePasses = 16;
 
 uint64_t loadAcquire(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
+// CHORUS_NET_NOTE_LINK: a note link beside a net without notes (note_link.h).
+bool noteLinkWanted() { return envInt("CHORUS_NET_NOTE_LINK", 1) != 0; }
 
 // The memory order the records' seqlock needs (step_stamps.h), on the host.
 struct HostOrder {
@@ -79,9 +83,10 @@ void NetConnection::attach(const FifoLayout& layout, FifoEnd* end) const {
 }
 
 std::string NetConnection::describe() const {
-  if (gpu_.memory == nullptr) return "";
-  return std::string("GPUDirect RDMA: slots in CUDA device ") + std::to_string(gpu_.device) + "'s memory" +
-         (gpu_.dmaBuf ? ", registered by dma-buf" : "");
+  std::string text = noteLink_ != nullptr ? "calls relayed over a note link" : "";
+  if (gpu_.memory == nullptr) return text;
+  return (text.empty() ? text : text + ", ") + "GPUDirect RDMA: slots in CUDA device " + std::to_string(gpu_.device) +
+         "'s memory" + (gpu_.dmaBuf ? ", registered by dma-buf" : "");
 }
 
 NetConnection::~NetConnection() {
@@ -120,20 +125,29 @@ void NetConnection::drainSends() {
   }
 }
 
-ncclResult_t NetConnection::listen(int dev, void* handle) {
+ncclResult_t NetConnection::listen(int dev, void* handle, NoteLinkHandle* noteLink) {
   dev_ = dev;
   ncclResult_t r = net_.listen(dev, handle, &listenComm_);
   if (r != ncclSuccess) {
     WARN("NET/%s : listen() on device %d for the connection from rank %d failed: %s", net_.name(), dev, peer_,
          ncclGetErrorString(r));
+    return r;
   }
-  return r;
+  *noteLink = NoteLinkHandle{};
+  if (!net_.supportsNotes() && noteLinkWanted() && NoteLink::listen(noteLink, &noteLink_) != ncclSuccess) {
+    INFO(kSubsysNet, "NET/%s : no note link for the connection from rank %d: its calls will not be relayed",
+         net_.name(), peer_);
+    *noteLink = NoteLinkHandle{};
+  }
+  return ncclSuccess;
 }
 
-void NetConnection::setPeerHandle(int dev, const void* handle, const NetCommConfig& config) {
+void NetConnection::setPeerHandle(int dev, const void* handle, const NetCommConfig& config,
+                                  const NoteLinkHandle& noteLink) {
   dev_ = dev;
   memcpy(handle_, handle, sizeof(handle_));
   config_ = config;
+  peerNoteLink_ = noteLink;
 }
 
 bool NetConnection::traceProxyOp(const ProxyOpTrace& op) {
@@ -224,9 +238,16 @@ bool NetConnection::progressConnect() {
   }
   r = registerSlots(sending_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_));
   if (r != ncclSuccess) return fail(gpu_.memory != nullptr ? "registering the GPU slots" : "regMr()", r), true;
+  // The sender takes the receiver's offer of a note link (it offers none over a net with notes).
+  if (sending_ && peerNoteLink_.magic == kNoteLinkMagic && noteLinkWanted() &&
+      NoteLink::connect(peerNoteLink_, config_.trafficClass, &noteLink_) != ncclSuccess) {
+    INFO(kSubsysNet, "NET/%s : no note link for the connection to rank %d: its calls will not be relayed", net_.name(),
+         peer_);
+  }
+  notes_ = net_.supportsNotes() || noteLink_ != nullptr;
+  const std::string details = describe();
   INFO(kSubsysNet | kSubsysInit, "NET/%s : connection %s rank %d established (device %d%s%s)", net_.name(),
-       sending_ ? "to" : "from", peer_, dev_, gpu_.memory != nullptr ? ", " : "", describe().c_str());
-  notes_ = net_.supportsNotes();
+       sending_ ? "to" : "from", peer_, dev_, details.empty() ? "" : ", ", details.c_str());
   state_.store(State::Ready, std::memory_order_release);
   return true;
 }
@@ -329,12 +350,10 @@ void NetConnection::relayCalls() {
   const bool pending = generation != sentGeneration_;
   const auto now = pending || sending_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   // A receiver's notes come in with its messages, so taking one costs no syscall; a sender
-  // reads its receiver's from the socket, every kTakeEvery.
+  // reads its receiver's from the socket, every kTakeEvery (over a note link, both read it).
   if (!holding_ && (!sending_ || now >= nextTake_)) {
     nextTake_ = now + kTakeEvery;
-    bool got = false;
-    if (net_.takeNote(comm, &held_, &heldAfter_, &got) != ncclSuccess) return;  // the data path reports it
-    holding_ = got;
+    holding_ = takeNote(comm, &held_, &heldAfter_);
   }
   if (!pending) return;
   if (generation != seenGeneration_) {
@@ -347,8 +366,21 @@ void NetConnection::relayCalls() {
   // A sender's record follows every step published before it (its executor publishes, then
   // announces): those must be handed to the net first, so the note travels behind them.
   if (sending_ && posted_ < loadAcquire(&ctrl_->tail)) return;
-  if (net_.sendNote(comm, &own) != ncclSuccess) return;
+  if (!sendNote(comm, own)) return;
   sentGeneration_ = own.generation;
+}
+
+bool NetConnection::takeNote(void* comm, PeerCall* note, uint64_t* after) {
+  if (noteLink_ != nullptr) return noteLink_->take(note, after);
+  bool got = false;
+  return net_.takeNote(comm, note, after, &got) == ncclSuccess && got;  // a failure: the data path reports it
+}
+
+bool NetConnection::sendNote(void* comm, const PeerCall& note) {
+  // Over the link the note cannot travel behind the sender's messages: it says how many
+  // there were (every published step has been handed to the net: relayCalls made sure).
+  if (noteLink_ != nullptr) return noteLink_->send(&note, sending_ ? posted_ : 0), true;
+  return net_.sendNote(comm, &note) == ncclSuccess;
 }
 
 void NetConnection::publish(uint64_t* counter, uint64_t value) {
@@ -401,6 +433,7 @@ void NetConnection::closeComms() {
     net_.deregMr(sendComm_ ? static_cast<void*>(sendComm_) : static_cast<void*>(recvComm_), mhandle_);
     mhandle_ = nullptr;
   }
+  noteLink_.reset();  // the peer's link sees it close and goes quiet
   if (sendComm_ != nullptr) net_.closeSend(sendComm_);
   if (recvComm_ != nullptr) net_.closeRecv(recvComm_);
   if (listenComm_ != nullptr) net_.closeListen(listenComm_);

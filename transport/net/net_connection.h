@@ -20,14 +20,17 @@
 // passes that moved nothing relay (one in kRelayEveryIdlePasses), and a record goes out once
 // it has stayed the same for kRelayAfter (a busy connection sends no notes), and
 // the sender's is applied at the receiver only once the steps sent before it are in: a
-// record never says that the sender moved on while its steps could still arrive.
+// record never says that the sender moved on while its steps could still arrive. A net
+// without notes (IB, plugins) gets a TCP note link of the connection's own (note_link.h).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 
 #include "transport/net/net.h"
+#include "transport/net/note_link.h"
 #include "transport/net/proxy.h"
 #include "transport/net/proxy_op_trace.h"
 #include "transport/transport.h"
@@ -61,11 +64,12 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   // Points `end` at the FIFO: the control block and the slots.
   void attach(const FifoLayout& layout, FifoEnd* end) const;
 
-  // Receiver: listens on `dev`, writing the handle the sender connects with.
-  ncclResult_t listen(int dev, void* handle);
-  // Sender: the local device to connect from, the receiver's handle, and what the
+  // Receiver: listens on `dev`, writing the handle the sender connects with, and, over a
+  // net without notes, `*noteLink` for a note link (note_link.h; magic 0: none).
+  ncclResult_t listen(int dev, void* handle, NoteLinkHandle* noteLink);
+  // Sender: the local device to connect from, the receiver's handles, and what the
   // communicator asks of the connection (its traffic class).
-  void setPeerHandle(int dev, const void* handle, const NetCommConfig& config);
+  void setPeerHandle(int dev, const void* handle, const NetCommConfig& config, const NoteLinkHandle& noteLink);
   // Hands the connection to the proxy, which connects (or accepts) and then moves data.
   void start();
 
@@ -104,6 +108,9 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   void publish(uint64_t* counter, uint64_t value);
   // Relays this end's record to the peer and applies the peer's (see the header comment).
   void relayCalls();
+  // Notes over the net's own, or over the note link where the net has none.
+  bool takeNote(void* comm, PeerCall* note, uint64_t* after);
+  bool sendNote(void* comm, const PeerCall& note);
   PeerCall* ownRecord() const { return sending_ ? &ctrl_->sender : &ctrl_->receiver; }
   PeerCall* peerRecord() const { return sending_ ? &ctrl_->receiver : &ctrl_->sender; }
   char* slot(uint64_t step) const { return buffer_ + (step & (nSlots_ - 1)) * stride_; }
@@ -135,7 +142,9 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   // the last one sent, when to read the peer's notes next, and a sender's record held
   // until the steps sent before it are in (`heldAfter_`).
   bool notes_ = false;
-  uint64_t idlePasses_ = 0;  // the proxy's passes that moved nothing
+  std::unique_ptr<NoteLink> noteLink_;  // over a net without notes (note_link.h)
+  NoteLinkHandle peerNoteLink_{};       // a sender's: the receiver's offer
+  uint64_t idlePasses_ = 0;             // the proxy's passes that moved nothing
   uint64_t seenGeneration_ = 0;
   uint64_t sentGeneration_ = 0;
   std::chrono::steady_clock::time_point seenAt_{};
