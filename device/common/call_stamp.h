@@ -17,7 +17,7 @@
 // receiver or a sender waiting), are caught through the calls each end announces
 // (StepFifoControl::sender and ::receiver), which a long wait compares with its own
 // (callConflict): on direct FIFOs in shared memory, on proxied ones as the proxies relay
-// them (transport/net/net_connection.h; over nets with notes only).
+// them (transport/net/net_connection.h: over the net's notes, or a note link beside it).
 #pragma once
 
 #include <cstddef>

@@ -159,8 +159,9 @@ struct FifoEnd {
   bool (*drive)(void*) = nullptr;
   void* driveArg = nullptr;
   // The largest step a driving thread sends itself; larger ones stay the proxy's, so that
-  // the network moves them while the executor computes.
-  static constexpr size_t kDriveMaxBytes = 16 << 10;
+  // the network moves them while the executor computes. 16 KiB of payload with its stamp
+  // trailer (a 32 KiB AllReduce of 2 ranks moves 16 KiB steps).
+  static constexpr size_t kDriveMaxBytes = (16 << 10) + kStampTrailerBytes;
 
   CHORUS_HD char* slot(Protocol p, uint64_t s) const {
     const int i = static_cast<int>(p);
