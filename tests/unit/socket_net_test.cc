@@ -87,6 +87,67 @@ TEST_F(SocketNetTest, OutstandingRequestsCompleteInPostingOrder) {
   }
 }
 
+// The receiver reads its control stream ahead (SocketComm::recvControl): small messages
+// that arrived together land in one read, one receive at a time takes them in order with
+// their sizes, and while the next header waits in the read-ahead (not in the socket) the
+// comm does not offer its socket for a sleep (waitSet says it cannot say), so a proxy
+// asleep on it could not miss it.
+TEST_F(SocketNetTest, SmallMessagesReadAheadArriveInOrderOneReceiveAtATime) {
+  SocketNet net;
+  ASSERT_EQ(net.init(), ncclSuccess);
+  Connection c;
+  ASSERT_NO_FATAL_FAILURE(connectPair(net, &c));
+  const std::vector<size_t> sizes = {8, 0, 72, 4096, 1, 3000, 64};
+  std::vector<std::vector<char>> out;
+  std::vector<NetRequest*> sends;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    out.push_back(pattern(sizes[i], static_cast<uint32_t>(31 + i)));
+    NetRequest* request = nullptr;
+    ASSERT_EQ(net.isend(c.send, out.back().data(), static_cast<int>(sizes[i]), 0, nullptr, &request), ncclSuccess);
+    sends.push_back(request);
+  }
+  std::vector<int> sent;
+  ASSERT_NO_FATAL_FAILURE(waitAll(net, sends, &sent));
+  usleep(20000);  // every message is in the receiver's socket before its first read
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    std::vector<char> in(8192, 'Z');
+    void* data = in.data();
+    int size = static_cast<int>(in.size());
+    NetRequest* request = nullptr;
+    ASSERT_EQ(net.irecv(c.recv, 1, &data, &size, nullptr, nullptr, &request), ncclSuccess);
+    if (i > 0) {
+      std::vector<pollfd> fds;
+      EXPECT_FALSE(net.waitSet(c.recv, &fds)) << "message " << i << "'s header is read ahead, not in the socket";
+    }
+    std::vector<int> done;
+    ASSERT_NO_FATAL_FAILURE(waitAll(net, {request}, &done));
+    EXPECT_EQ(done[0], static_cast<int>(sizes[i])) << "message " << i;
+    EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), in.begin())) << "message " << i;
+    EXPECT_EQ(in[sizes[i]], 'Z') << "message " << i << " wrote past its size";
+  }
+  // Nothing is left ahead: with a receive posted, the comm waits on its socket again.
+  std::vector<char> in(64);
+  void* data = in.data();
+  int size = 64;
+  NetRequest* request = nullptr;
+  ASSERT_EQ(net.irecv(c.recv, 1, &data, &size, nullptr, nullptr, &request), ncclSuccess);
+  int flag = 0;
+  ASSERT_EQ(net.test(request, &flag, nullptr), ncclSuccess);
+  EXPECT_EQ(flag, 0);
+  std::vector<pollfd> fds;
+  EXPECT_TRUE(net.waitSet(c.recv, &fds));
+  EXPECT_EQ(fds.size(), 1u) << "the control socket, for the next header";
+  const std::vector<char> last = pattern(40, 77);
+  NetRequest* send = nullptr;
+  ASSERT_EQ(net.isend(c.send, const_cast<char*>(last.data()), 40, 0, nullptr, &send), ncclSuccess);
+  std::vector<int> done;
+  ASSERT_NO_FATAL_FAILURE(waitAll(net, {send, request}, &done));
+  EXPECT_EQ(done[1], 40);
+  EXPECT_TRUE(std::equal(last.begin(), last.end(), in.begin()));
+  EXPECT_EQ(net.closeSend(c.send), ncclSuccess);
+  EXPECT_EQ(net.closeRecv(c.recv), ncclSuccess);
+}
+
 // Notes (Net::sendNote): the sender's travels behind the messages posted before it and
 // says how many there were; the receiver's travels back; the newest wins; messages around
 // them arrive intact.

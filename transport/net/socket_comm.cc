@@ -71,6 +71,8 @@ bool SocketComm::waitSet(std::vector<pollfd>* fds) const {
   if (helpers_.count() > 0) return false;
   const short events = sending() ? POLLOUT : POLLIN;
   const uint64_t control = controlSeq_.load(std::memory_order_relaxed);
+  // A header already read ahead would never make the socket readable: test() takes it.
+  if (control < tailSeq_ && aheadBegin_ < aheadEnd_) return false;
   if (control < tailSeq_ && !controlClosed_) fds->push_back({control_.fd(), events, 0});
   for (const DataStream& stream : data_)
     if (stream.seq.load(std::memory_order_relaxed) < control) fds->push_back({stream.stream.fd(), events, 0});
@@ -173,7 +175,7 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
     } else {
       bool closed = false;
       if (controlDone_ < sizeof(Header)) {
-        CHORUS_CHECK(control_.recvSome(header + controlDone_, sizeof(Header) - controlDone_, &n, &closed));
+        CHORUS_CHECK(recvControl(header + controlDone_, sizeof(Header) - controlDone_, &n, &closed));
         if (closed && controlDone_ + n == 0) {
           controlClosed_ = true;  // see progress()
           return ncclSuccess;
@@ -193,7 +195,7 @@ ncclResult_t SocketComm::progressControl(bool* moved) {
       }
       if (travelsInline(request.size)) {
         const size_t payloadDone = controlDone_ - sizeof(Header);
-        CHORUS_CHECK(control_.recvSome(request.data + payloadDone, request.size - payloadDone, &n, &closed));
+        CHORUS_CHECK(recvControl(request.data + payloadDone, request.size - payloadDone, &n, &closed));
         controlDone_ += n;
         *moved |= n > 0;
         if (controlDone_ < sizeof(Header) + request.size) {
@@ -273,12 +275,34 @@ ncclResult_t SocketComm::recvNoteBody(bool* complete, bool* moved) {
   const size_t done = controlDone_ - sizeof(Header);
   size_t n = 0;
   bool closed = false;
-  CHORUS_CHECK(control_.recvSome(noteIn_.note + done, kNetNoteBytes - done, &n, &closed));
+  CHORUS_CHECK(recvControl(reinterpret_cast<char*>(noteIn_.note) + done, kNetNoteBytes - done, &n, &closed));
   controlDone_ += n;
   *moved |= n > 0;
   if (controlDone_ < sizeof(Header) + kNetNoteBytes) return closed ? peerClosed(control_, "a note") : ncclSuccess;
   noteArrived(noteIn_.note);
   *complete = true;
+  return ncclSuccess;
+}
+
+ncclResult_t SocketComm::recvControl(char* data, size_t size, size_t* received, bool* closed) {
+  *closed = false;
+  const size_t cached = std::min(size, aheadEnd_ - aheadBegin_);
+  memcpy(data, ahead_.data() + aheadBegin_, cached);
+  aheadBegin_ += cached;
+  *received = cached;
+  if (cached == size) return ncclSuccess;
+  size_t n = 0;
+  if (size - cached >= kReadAheadBytes / 2) {
+    CHORUS_CHECK(control_.recvSome(data + cached, size - cached, &n, closed));
+    *received += n;
+    return ncclSuccess;
+  }
+  CHORUS_CHECK(control_.recvOnce(ahead_.data(), ahead_.size(), &n, closed));
+  const size_t used = std::min(size - cached, n);
+  memcpy(data + cached, ahead_.data(), used);
+  aheadBegin_ = used;
+  aheadEnd_ = n;
+  *received += used;
   return ncclSuccess;
 }
 

@@ -115,6 +115,10 @@ class SocketComm {
   ncclResult_t recvNoteBody(bool* complete, bool* moved);
   void noteArrived(const uint8_t* body);
   void readReverseNotes();  // a send comm: whatever notes its receiver sent back
+  // A receive comm's reads of its control stream: from the read-ahead first; when that is
+  // empty, a small remainder comes with whatever else has arrived in one recv() (the rest of
+  // a small message, the next header), a large one straight into `data`.
+  ncclResult_t recvControl(char* data, size_t size, size_t* received, bool* closed);
 
   uint32_t magic_;
   ncclResult_t error_ = ncclSuccess;
@@ -127,6 +131,12 @@ class SocketComm {
   std::atomic<uint64_t> controlSeq_ = 0;                  // next header to send or receive
   uint64_t tailSeq_ = 0;                                  // next message to post
   socket_net_wire::Header header_{};
+  // Bytes of the control stream a receive comm has read but not yet used (recvControl): a
+  // small message's header and payload then cost one recv() instead of two.
+  static constexpr size_t kReadAheadBytes = 8192;
+  std::array<char, kReadAheadBytes> ahead_{};
+  size_t aheadBegin_ = 0;
+  size_t aheadEnd_ = 0;
   size_t controlDone_ = 0;  // bytes of the current header, and of its inline payload, moved
   // The peer closed the control socket between two messages: the data of the messages
   // already announced may still be on the data sockets, so the comm fails only once

@@ -171,6 +171,27 @@ ncclResult_t TcpStream::recvSome(void* data, size_t size, size_t* received, bool
   return ncclSuccess;
 }
 
+ncclResult_t TcpStream::recvOnce(void* data, size_t size, size_t* received, bool* closed) {
+  *received = 0;
+  *closed = false;
+  for (;;) {
+    const ssize_t n = ::recv(fd_, data, size, 0);
+    if (n > 0) {
+      *received = static_cast<size_t>(n);
+      return ncclSuccess;
+    }
+    if (n == 0 || errno == ECONNRESET) {
+      *closed = true;
+      return ncclSuccess;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+    if (errno != EINTR) {
+      WARN("NET/Socket: recv() from %s failed: %s", peerName().c_str(), strerror(errno));
+      return ncclSystemError;
+    }
+  }
+}
+
 // Messages are latency-bound headers followed by payload chunks: do not let Nagle hold them.
 // Keepalive and a user timeout notice a peer host that vanished without closing (power
 // loss, a cut link) within about 25 s, under the 30 s the dead-peer rule allows: a
