@@ -55,7 +55,16 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
     }
     if (!needs[i].recvFrom.empty() || !needs[i].sendTo.empty()) comm->refreshView();
   }
-  for (ncclComm* comm : comms) CHORUS_CHECK(awaitConnections(comm));
+  // Only the send ends are awaited: each connects to a receiver already listening. A receive
+  // end is complete once its sender has made its first Send, which may come any time later
+  // (a pipeline's later stage): the Recv's own wait for data, under CHORUS_TIMEOUT and with
+  // the hang report, covers a sender that is late or never comes.
+  for (size_t i = 0; i < comms.size(); ++i) {
+    ncclComm* comm = comms[i];
+    // After a revoke (a shrink's exchange) only an abort ends the wait, as in awaitConnections.
+    const std::atomic<uint32_t>* revoke = comm->revokeFlag.load() == 0 ? &comm->revokeFlag : nullptr;
+    for (int peer : needs[i].sendTo) CHORUS_CHECK(comm->p2pSend[peer].resource->awaitReady(&comm->abortFlag, revoke));
+  }
   return ncclSuccess;
 }
 

@@ -2,6 +2,7 @@
 // groups, AlltoAll, Gather, Scatter, on threads and processes; and the NCCL
 // documentation's single-process pattern (ncclCommInitAll, one thread, one group).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <ostream>
 #include <string>
@@ -10,7 +11,9 @@
 #include "harness/byte_pattern.h"
 #include "harness/datatypes.h"
 #include "harness/failure_log.h"
+#include "harness/links.h"
 #include "harness/rank_launcher.h"
+#include "harness/scoped_env.h"
 #include "nccl.h"
 
 namespace chorus_test {
@@ -322,6 +325,36 @@ TEST_P(InitAllTest, ExplicitDevlist) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, InitAllTest, testing::Values(1, 2, 3, 4, 8),
                          [](const testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "ranks"; });
+
+// A Send may come long after its Recv (a pipeline's stages start at different times): the
+// first Send between two ranks sets up their connection, and the Recv already waiting must
+// not give up on it as a failed set-up. Set-up waits are shortened to 2 s
+// (CHORUS_BOOTSTRAP_TIMEOUT) and the sender comes 4 s late; over the network the receiving
+// end used to wait for its sender's connection under that limit and fail.
+TEST(LateSender, ARecvWaitsForAFirstSendThatComesAfterTheSetUpTimeout) {
+  for (Link link : {Link::kNet, Link::kShm}) {
+    SCOPED_TRACE(linkName(link));
+    ScopedEnv env;
+    env.set("CHORUS_BOOTSTRAP_TIMEOUT", "2");
+    forceLink(env, link);
+    EXPECT_RANKS_OK(runRanks(
+        launchModeOf(link), 2,
+        [](const RankContext& ctx) {
+          std::vector<float> buf(4096, static_cast<float>(ctx.rank + 1));
+          ncclResult_t r = ncclSuccess;
+          if (ctx.rank == 0) {
+            sleep(4);
+            r = ncclSend(buf.data(), buf.size(), ncclFloat32, 1, ctx.comm, nullptr);
+          } else {
+            r = ncclRecv(buf.data(), buf.size(), ncclFloat32, 0, ctx.comm, nullptr);
+          }
+          if (r != ncclSuccess) return RankOutcome::fail(resultName(r));
+          if (buf[0] != 1.0f || buf.back() != 1.0f) return RankOutcome::fail("rank 1 did not get rank 0's data");
+          return RankOutcome::pass();
+        },
+        std::chrono::seconds(30)));
+  }
+}
 
 }  // namespace
 }  // namespace chorus_test

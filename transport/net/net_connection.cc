@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -15,9 +16,13 @@
 namespace chorus {
 namespace {
 
-constexpr int kTag = 0;                    // one stream of steps per comm: tags are not needed
-constexpr double kConnectTimeoutSec = 30;  // for awaitReady: a peer that never connects
-constexpr double kDrainTimeoutSec = 10;    // for the destructor: a peer that stopped receiving
+constexpr int kTag = 0;  // one stream of steps per comm: tags are not needed
+// For awaitReady: a peer that never connects. 30 s, or CHORUS_BOOTSTRAP_TIMEOUT (how long
+// set-up may wait for other ranks) where that is shorter.
+double connectTimeoutSec() {
+  return static_cast<double>(std::min<int64_t>(30, envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300)));
+}
+constexpr double kDrainTimeoutSec = 10;  // for the destructor: a peer that stopped receiving
 
 // How long an end's record must stay the same before it is relayed: past a call's usual
 // length, so that connections in use send no notes, and far below the second a stuck
@@ -462,9 +467,9 @@ ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag,
       return ncclSystemError;
     }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > kConnectTimeoutSec) {
+    if (waited > connectTimeoutSec()) {
       WARN("NET/%s : the connection %s rank %d was not established within %.0f s", net_.name(),
-           sending_ ? "to" : "from", peer_, kConnectTimeoutSec);
+           sending_ ? "to" : "from", peer_, connectTimeoutSec());
       return ncclRemoteError;
     }
     timespec nap{0, round < 100 ? 20 * 1000 : 1000 * 1000};
