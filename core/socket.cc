@@ -97,7 +97,7 @@ ncclResult_t Deadline::check(const std::string& what) const {
     return ncclSystemError;
   }
   if (expired()) {
-    WARN("Bootstrap: timed out after %d s waiting for %s (CHORUS_BOOTSTRAP_TIMEOUT)", timeoutSeconds_, what.c_str());
+    WARN("Bootstrap: timed out after %d s waiting for %s (%s)", timeoutSeconds_, what.c_str(), setting_);
     return ncclSystemError;
   }
   return ncclSuccess;

@@ -47,6 +47,11 @@ class Deadline {
   // under way when it was revoked (a connection to a dead peer) stops.
   Deadline(int timeoutSeconds, const std::atomic<uint32_t>* abortFlag,
            const std::atomic<uint32_t>* revokeFlag = nullptr);
+  // The setting the timeout came from, for the WARN (CHORUS_BOOTSTRAP_TIMEOUT unless told).
+  Deadline& fromSetting(const char* setting) {
+    setting_ = setting;
+    return *this;
+  }
 
   bool aborted() const { return abortFlag_ != nullptr && abortFlag_->load(std::memory_order_acquire) != 0; }
   bool revoked() const {
@@ -62,6 +67,7 @@ class Deadline {
  private:
   std::chrono::steady_clock::time_point end_;
   int timeoutSeconds_;
+  const char* setting_ = "CHORUS_BOOTSTRAP_TIMEOUT";
   const std::atomic<uint32_t>* abortFlag_;
   const std::atomic<uint32_t>* revokeFlag_;
   uint32_t revokeAtStart_;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "nccl.h"
 
@@ -52,6 +53,11 @@ class Bootstrap {
   // Tagged point-to-point messages between any two ranks (size must match on both sides).
   virtual ncclResult_t send(int peer, int tag, const void* data, size_t size) = 0;
   virtual ncclResult_t recv(int peer, int tag, void* data, size_t size) = 0;
+  // The same for a message that waits on the peer's call rather than on set-up (the handle
+  // of the connection a first Recv makes): up to `timeoutSec` (CHORUS_TIMEOUT; 0: no limit),
+  // `what` naming it in the WARN of a timeout.
+  virtual ncclResult_t recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec,
+                                   const std::string& what) = 0;
   virtual ncclResult_t barrier() = 0;
 
   int rank() const { return rank_; }

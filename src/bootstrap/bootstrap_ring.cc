@@ -3,7 +3,9 @@
 #include <poll.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "core/debug.h"
@@ -342,9 +344,24 @@ ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t siz
 }
 
 ncclResult_t RingBootstrap::recv(int peer, int tag, void* data, size_t size) {
+  return recvBy(peer, tag, data, size, Deadline(bootstrapTimeoutSeconds(), abortFlag_, revokeFlag_),
+                "a message with tag " + std::to_string(tag) + " from rank " + std::to_string(peer));
+}
+
+ncclResult_t RingBootstrap::recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec,
+                                        const std::string& what) {
+  // CHORUS_TIMEOUT=0 waits for ever: a day at a time is the same to a Deadline.
+  const int seconds = timeoutSec > 0 ? static_cast<int>(std::ceil(timeoutSec)) : std::numeric_limits<int>::max();
+  Deadline deadline(seconds, abortFlag_, revokeFlag_);
+  const ncclResult_t result = recvBy(peer, tag, data, size, deadline.fromSetting("CHORUS_TIMEOUT"), what);
+  // A peer that never reached its call stalled, as a call's own timeout says.
+  const bool timedOut = result == ncclSystemError && deadline.expired() && !deadline.aborted() && !deadline.revoked();
+  return timedOut ? ncclRemoteError : result;
+}
+
+ncclResult_t RingBootstrap::recvBy(int peer, int tag, void* data, size_t size, const Deadline& deadline,
+                                   const std::string& what) {
   CHORUS_CHECK(checkPeer(peer, "recv"));
-  Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_, revokeFlag_);
-  const std::string what = "a message with tag " + std::to_string(tag) + " from rank " + std::to_string(peer);
   for (;;) {
     auto it = unexpected_.find({peer, tag});
     if (it != unexpected_.end()) {

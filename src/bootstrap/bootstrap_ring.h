@@ -47,11 +47,15 @@ class RingBootstrap final : public Bootstrap {
   ncclResult_t allGather(void* data, size_t bytesPerRank) override;
   ncclResult_t send(int peer, int tag, const void* data, size_t size) override;
   ncclResult_t recv(int peer, int tag, void* data, size_t size) override;
+  ncclResult_t recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec,
+                           const std::string& what) override;
   ncclResult_t barrier() override;
 
  private:
   // An accepted connection: its hello pending; or an authenticated p2p stream
   // read message by message.
+  ncclResult_t recvBy(int peer, int tag, void* data, size_t size, const Deadline& deadline, const std::string& what);
+
   struct Connection {
     Socket socket;
     int peer = -1;

@@ -1,8 +1,10 @@
 #include <set>
+#include <string>
 
 #include "core/debug.h"
 #include "src/comm/comm.h"
 #include "src/comm/connect.h"
+#include "src/report/hang_report.h"
 
 namespace chorus {
 namespace {
@@ -49,7 +51,14 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
   for (size_t i = 0; i < comms.size(); ++i) {
     ncclComm* comm = comms[i];
     for (int peer : needs[i].sendTo) {
-      CHORUS_CHECK(attachSenderTo(comm, peer, kP2pTag, &comm->p2pSend[peer]));
+      // The peer sends its receiver's handle when it reaches its first Recv from this rank.
+      const std::string call = "rank " + std::to_string(peer) + "'s first Recv from rank " +
+                               std::to_string(comm->rank) + ", which makes their connection";
+      const ncclResult_t attached = attachSenderTo(comm, peer, kP2pTag, &comm->p2pSend[peer], &call);
+      if (attached != ncclSuccess && comm->abortFlag.load() == 0 && comm->revokeFlag.load() == 0)
+        writeHangReport(*comm, "a call timed out (CHORUS_TIMEOUT)",
+                        "Send to rank " + std::to_string(peer) + " waits for " + call);
+      CHORUS_CHECK(attached);
       INFO(kSubsysP2p, "Channel 00/1 : %d[%d] -> %d[%d] via %s (p2p)", comm->rank, comm->cudaDev, peer,
            comm->peers[peer].cudaDev, comm->p2pSend[peer].transport->name());
     }

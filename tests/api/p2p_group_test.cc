@@ -14,6 +14,7 @@
 #include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
+#include "harness/tuning_log.h"
 #include "nccl.h"
 
 namespace chorus_test {
@@ -354,6 +355,32 @@ TEST(LateSender, ARecvWaitsForAFirstSendThatComesAfterTheSetUpTimeout) {
         },
         std::chrono::seconds(30)));
   }
+}
+
+// The other way round: a first Send whose receiver never makes its Recv waits for the
+// peer's call, so CHORUS_TIMEOUT (2 s here) ends it, not the set-up limit (300 s), with
+// ncclRemoteError and the hang report naming what it waits for.
+TEST(LateSender, AFirstSendWhoseRecvNeverComesTimesOutUnderChorusTimeout) {
+  ScopedEnv env;
+  env.set("CHORUS_TIMEOUT", "2");
+  TuningLogCapture log(env, "INIT");
+  EXPECT_RANKS_OK(runRanks(
+      LaunchMode::kProcesses, 2,
+      [](const RankContext& ctx) {
+        std::vector<float> buf(4096, 1.0f);
+        if (ctx.rank == 1) {
+          sleep(5);  // never receives
+          return RankOutcome::pass();
+        }
+        const ncclResult_t r = ncclSend(buf.data(), buf.size(), ncclFloat32, 1, ctx.comm, nullptr);
+        return r == ncclRemoteError ? RankOutcome::pass() : RankOutcome::fail("the Send returned " + resultName(r));
+      },
+      std::chrono::seconds(30)));
+  bool reported = false;
+  for (const std::string& line : log.lines())
+    reported =
+        reported || line.find("stuck: Send to rank 1 waits for rank 1's first Recv from rank 0") != std::string::npos;
+  EXPECT_TRUE(reported) << "no hang report names the Recv the Send waits for";
 }
 
 }  // namespace
