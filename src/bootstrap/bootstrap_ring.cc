@@ -350,7 +350,7 @@ ncclResult_t RingBootstrap::recv(int peer, int tag, void* data, size_t size) {
 
 ncclResult_t RingBootstrap::recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec,
                                         const std::string& what) {
-  // CHORUS_TIMEOUT=0 waits for ever: a day at a time is the same to a Deadline.
+  // CHORUS_TIMEOUT=0: no limit (INT_MAX seconds, 68 years, to a Deadline).
   const int seconds = timeoutSec > 0 ? static_cast<int>(std::ceil(timeoutSec)) : std::numeric_limits<int>::max();
   Deadline deadline(seconds, abortFlag_, revokeFlag_);
   const ncclResult_t result = recvBy(peer, tag, data, size, deadline.fromSetting("CHORUS_TIMEOUT"), what);

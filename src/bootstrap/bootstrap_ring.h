@@ -52,10 +52,11 @@ class RingBootstrap final : public Bootstrap {
   ncclResult_t barrier() override;
 
  private:
-  // An accepted connection: its hello pending; or an authenticated p2p stream
-  // read message by message.
+  // recv and recvForCall: a message from `peer`, waited for until `deadline`.
   ncclResult_t recvBy(int peer, int tag, void* data, size_t size, const Deadline& deadline, const std::string& what);
 
+  // An accepted connection: its hello pending; or an authenticated p2p stream
+  // read message by message.
   struct Connection {
     Socket socket;
     int peer = -1;

@@ -1,3 +1,4 @@
+#include <chrono>
 #include <set>
 #include <string>
 
@@ -54,8 +55,12 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
       // The peer sends its receiver's handle when it reaches its first Recv from this rank.
       const std::string call = "rank " + std::to_string(peer) + "'s first Recv from rank " +
                                std::to_string(comm->rank) + ", which makes their connection";
+      const auto start = std::chrono::steady_clock::now();
       const ncclResult_t attached = attachSenderTo(comm, peer, kP2pTag, &comm->p2pSend[peer], &call);
-      if (attached != ncclSuccess && comm->abortFlag.load() == 0 && comm->revokeFlag.load() == 0)
+      // A failure at CHORUS_TIMEOUT is the wait's (others, an abort or a refused attach, are not).
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (attached == ncclRemoteError && comm->timeoutSec > 0 && waited >= comm->timeoutSec &&
+          comm->abortFlag.load() == 0 && comm->revokeFlag.load() == 0)
         writeHangReport(*comm, "a call timed out (CHORUS_TIMEOUT)",
                         "Send to rank " + std::to_string(peer) + " waits for " + call);
       CHORUS_CHECK(attached);
