@@ -139,10 +139,10 @@ ncclResult_t NetConnection::listen(int dev, void* handle, NoteLinkHandle* noteLi
     return r;
   }
   *noteLink = NoteLinkHandle{};
+  // NoteLink::listen writes the handle only once it listens: a failure leaves magic 0 (none).
   if (!net_.supportsNotes() && noteLinkWanted() && NoteLink::listen(noteLink, &noteLink_) != ncclSuccess) {
     INFO(kSubsysNet, "NET/%s : no note link for the connection from rank %d: its calls will not be relayed",
          net_.name(), peer_);
-    *noteLink = NoteLinkHandle{};
   }
   return ncclSuccess;
 }
@@ -450,6 +450,7 @@ void NetConnection::closeComms() {
 ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag,
                                        const std::atomic<uint32_t>* revokeFlag) {
   const auto start = std::chrono::steady_clock::now();
+  const double limit = connectTimeoutSec();
   for (unsigned round = 0;; ++round) {
     const State state = state_.load(std::memory_order_acquire);
     if (state == State::Ready) return ncclSuccess;
@@ -467,9 +468,9 @@ ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag,
       return ncclSystemError;
     }
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > connectTimeoutSec()) {
+    if (waited > limit) {
       WARN("NET/%s : the connection %s rank %d was not established within %.0f s", net_.name(),
-           sending_ ? "to" : "from", peer_, connectTimeoutSec());
+           sending_ ? "to" : "from", peer_, limit);
       return ncclRemoteError;
     }
     timespec nap{0, round < 100 ? 20 * 1000 : 1000 * 1000};

@@ -156,17 +156,10 @@ ncclResult_t TcpStream::recvSome(void* data, size_t size, size_t* received, bool
   *received = 0;
   *closed = false;
   while (*received < size) {
-    ssize_t n = ::recv(fd_, static_cast<char*>(data) + *received, size - *received, 0);
-    if (n > 0) {
-      *received += static_cast<size_t>(n);
-    } else if (n == 0 || errno == ECONNRESET) {
-      *closed = true;
-      return ncclSuccess;
-    } else if (errno != EINTR) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
-      WARN("NET/Socket: recv() from %s failed: %s", peerName().c_str(), strerror(errno));
-      return ncclSystemError;
-    }
+    size_t n = 0;
+    CHORUS_CHECK(recvOnce(static_cast<char*>(data) + *received, size - *received, &n, closed));
+    *received += n;
+    if (n == 0 || *closed) return ncclSuccess;  // nothing more there now, or the peer closed
   }
   return ncclSuccess;
 }

@@ -61,8 +61,8 @@ class TcpStream {
   ncclResult_t sendSome(const void* first, size_t firstSize, const void* second, size_t secondSize, size_t* sent,
                         bool warn = true);
   ncclResult_t recvSome(void* data, size_t size, size_t* received, bool* closed);
-  // One recv() of at most `size` bytes: what the kernel holds now, without the second call
-  // recvSome makes to learn that nothing more is there.
+  // One recv() of at most `size` bytes (EINTR retried): what the kernel holds now, without
+  // the second call recvSome makes to learn that nothing more is there.
   ncclResult_t recvOnce(void* data, size_t size, size_t* received, bool* closed);
 
  private:
