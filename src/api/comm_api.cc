@@ -37,6 +37,9 @@ ncclResult_t initRank(ncclComm_t* newcomm, int nranks, std::vector<ncclUniqueId>
     return ncclInvalidArgument;
   }
   CHORUS_CHECK(checkRank(rank, nranks, "rank", func));
+  // This thread's lines name the communicator it last made (initCommunicator); from here
+  // on they are about the new one, which has no name until its config is read.
+  setLogContext(rank, LogName());
   CommConfig parsed;
   CHORUS_CHECK(parseConfig(config, &parsed, func));
 

@@ -108,6 +108,21 @@ TEST(Config, FieldsWithoutEffectAreNamedOnce) {
   EXPECT_FALSE(logHas(log, "config->"));
 }
 
+// A thread's lines name the communicator it last made; a new communicator's config lines
+// are about the new one and must not carry the last one's name.
+TEST(Config, ANewCommunicatorsLinesDoNotNameTheLastOne) {
+  ScopedEnv env;
+  TuningLogCapture log(env, "INIT");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.commName = "the-last-one";
+  ASSERT_EQ(initWith(&config), ncclSuccess);
+  config = NCCL_CONFIG_INITIALIZER;
+  config.cgaClusterSize = 2;
+  ASSERT_EQ(initWith(&config), ncclSuccess);
+  EXPECT_TRUE(logHas(log, "INFO ncclCommInitRankConfig: config->cgaClusterSize = 2: no effect"));
+  EXPECT_FALSE(logHas(log, "the-last-one\": ncclCommInitRankConfig: config->cgaClusterSize"));
+}
+
 // A struct from a newer header: larger, with fields after nvlinkCentricSched.
 TEST(Config, NewerLargerStructsAreAcceptedAndTheirFieldsNamed) {
   ScopedEnv env;

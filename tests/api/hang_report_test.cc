@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/fresh_process.h"
 #include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
@@ -114,7 +115,45 @@ TEST(HangReport, AbortOfAStuckCallWritesTheReport) {
       << joined(lines);
 }
 
+// A Send in place (CHORUS_P2P_IN_PLACE=1, larger than the slots) waits for its receiver
+// to enter the call, not for a slot: its timeout says so.
+TEST(HangReport, ASendInPlaceSaysItWaitsForItsReceiverToEnter) {
+  ScopedEnv env;
+  env.set("CHORUS_TIMEOUT", "2");
+  env.set("CHORUS_P2P_IN_PLACE", "1");
+  TuningLogCapture log(env, "INIT");
+  EXPECT_RANKS_OK(runRanksWithId(
+      LaunchMode::kThreads, 2,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init failed");
+        std::vector<float> v(1 << 22, 1.0f);  // 16 MiB: more than the slots hold
+        // The first pair makes the connection; rank 1 never receives the second.
+        const ncclResult_t first = rank == 0 ? ncclSend(v.data(), 16, ncclFloat32, 1, comm, nullptr)
+                                             : ncclRecv(v.data(), 16, ncclFloat32, 0, comm, nullptr);
+        if (first != ncclSuccess) {
+          ncclCommAbort(comm);
+          return RankOutcome::fail("the matched pair returned " + resultName(first));
+        }
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::seconds(4));  // past rank 0's timeout
+          ncclCommAbort(comm);
+          return RankOutcome::pass();
+        }
+        const ncclResult_t r = ncclSend(v.data(), v.size(), ncclFloat32, 1, comm, nullptr);
+        ncclCommAbort(comm);
+        return r == ncclRemoteError ? RankOutcome::pass() : RankOutcome::fail("the send returned " + resultName(r));
+      },
+      std::chrono::seconds(60)));
+  const std::vector<std::string> lines = log.lines();
+  EXPECT_TRUE(anyLineHas(lines, {"WARN", "timed out", "#2 waits for peer rank 1 to enter its receive",
+                                 "rank 1 is at Recv(", "it has not reached #2"}))
+      << joined(lines);
+  EXPECT_FALSE(anyLineHas(lines, {"to free a slot"})) << joined(lines);
+}
+
 TEST(HangReport, TheSignalAsksEveryCommunicatorForItsReport) {
+  if (!inFreshProcess()) return;  // the signal is armed at a process' first communicator
   ScopedEnv env;
   env.set("CHORUS_REPORT_SIGNAL", "USR1");
   TuningLogCapture log(env, "INIT");

@@ -11,6 +11,7 @@
 #include "harness/collective_case.h"
 #include "harness/collective_matrix.h"
 #include "harness/failure_log.h"
+#include "harness/fresh_process.h"
 #include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
@@ -29,6 +30,7 @@ struct PluginCase {
 class NetPluginCollectivesTest : public testing::TestWithParam<PluginCase> {};
 
 TEST_P(NetPluginCollectivesTest, CollectivesMatchTheReferenceThroughThePlugin) {
+  if (!inFreshProcess()) return;  // a process picks its net once (as NCCL); forked ranks inherit it
   ScopedEnv env;
   env.set("NCCL_NET_PLUGIN", std::string(CHORUS_TEST_NET_PLUGIN_DIR) + "/" + GetParam().library);
   forceLink(env, Link::kNet);

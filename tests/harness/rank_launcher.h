@@ -66,8 +66,9 @@ LaunchResult runRanksWithId(LaunchMode mode, int nranks, const RankBodyWithId& b
 LaunchResult runAllRanksOneThread(int nranks, const AllRanksBody& body,
                                   std::chrono::seconds timeout = kDefaultRankTimeout);
 
-// Runs `body` in one forked child (no communicator), for tests that need a fresh
-// process: environment variables read at first use, exit-time behaviour.
+// Runs `body` in one forked child (no communicator), for tests that need a process of
+// their own: exit-time behaviour, a crash. The child inherits what ran in this process;
+// once-per-process behaviour needs inFreshProcess (harness/fresh_process.h).
 RankOutcome runInChildProcess(const std::function<RankOutcome()>& body,
                               std::chrono::seconds timeout = kDefaultRankTimeout);
 
