@@ -32,7 +32,14 @@ double nowSec() {
 std::string describeWait(const FifoEnd& end) {
   char text[512];
   const std::string mine = end.call.seq != 0 ? describeCall(end.call) : std::string("the call");
-  if (end.sending) {
+  // A sender with a slot free waits for no slot: it is a Send in place waiting for its
+  // receiver to enter the call (SimplePrimitives::takeOffer).
+  const bool slotFree =
+      end.step - __atomic_load_n(&end.ctrl->head, __ATOMIC_ACQUIRE) < static_cast<uint64_t>(end.nSlots);
+  if (end.sending && slotFree) {
+    snprintf(text, sizeof(text), "%s waits for peer rank %d to enter its receive (a send in place writes into it)",
+             mine.c_str(), end.peer);
+  } else if (end.sending) {
     snprintf(text, sizeof(text), "%s waits for peer rank %d to free a slot for step %llu", mine.c_str(), end.peer,
              static_cast<unsigned long long>(end.step));
   } else {
