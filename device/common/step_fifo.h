@@ -60,6 +60,7 @@ enum BrokenCause : uint32_t {
   kBrokenByPeer = 1,      // the rank at the other end failed or aborted and said so
   kBrokenNet = 2,         // the network connection failed or was closed by the peer
   kBrokenByMismatch = 3,  // the rank at the other end found the ranks' calls mismatched
+  kBrokenByDestroy = 4,   // the rank at the other end destroyed its communicator: no call of it will come
 };
 
 // One step's stamp on a direct FIFO, on a cache line of its own (call_stamp.h).

@@ -185,6 +185,14 @@ void CpuExec::reportGone(const FifoEnd& end, Wait why) {
     return;
   }
   const uint32_t cause = __atomic_load_n(&end.ctrl->broken, __ATOMIC_ACQUIRE);
+  if (cause == kBrokenByDestroy) {
+    WARN(
+        "Rank %d: peer rank %d destroyed its communicator (ncclCommDestroy) without making this call: it cannot "
+        "complete",
+        ctx_.rank, end.peer);
+    ctx_.setError(ncclRemoteError);
+    return;
+  }
   if (cause == kBrokenByMismatch) {
     WARN("Rank %d: peer rank %d found that the ranks' calls do not match (its WARN names both); this call failed",
          ctx_.rank, end.peer);

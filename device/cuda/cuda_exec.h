@@ -177,7 +177,8 @@ class CudaExec {
     if (*reinterpret_cast<const volatile int*>(&args_.status->code) != 0) return false;  // another block failed
     if (*reinterpret_cast<const volatile uint32_t*>(&end.ctrl->broken) != 0) {
       if (delivered()) return true;
-      record(ncclRemoteError, end.peer, "the connection to the peer broke (its work failed or it aborted)", 0, 0);
+      record(ncclRemoteError, end.peer,
+             "the connection to the peer broke (its work failed, it aborted, or it destroyed its communicator)", 0, 0);
       return false;
     }
     if (CallStamp theirs; callConflict<CudaExec>(end, &theirs)) {  // the peer went past this call

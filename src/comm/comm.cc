@@ -29,6 +29,7 @@ ncclComm::~ncclComm() {
   if (abortFlag.load() != 0) breakConnections();
   chosenExecutor.store(nullptr);
   executor.reset();  // waits for its kernels, which may still be using the connections
+  if (abortFlag.load() == 0) markDestroyed();
   profiler.reset();  // the plugin's finalize, once no work of this communicator is left
   magic = 0;
   chorus::unregisterComm(this);
@@ -68,6 +69,26 @@ void ncclComm::breakConnections() {
   forEachConnection([](chorus::Connection& c) {
     if (c.connected() && c.resource != nullptr) chorus::markBroken(c.end.ctrl, chorus::kBrokenByPeer);
   });
+}
+
+void ncclComm::markDestroyed() {
+  // Every call of this rank is done, so a peer still waiting on one of these FIFOs waits for
+  // a call this rank never made: it fails at once, as over the network, where the closed
+  // socket tells it. Only direct FIFOs: a proxied one's close comes from its network
+  // connection, after the proxy has sent what was published (marking it would drop that).
+  // What this rank published stays readable: a wait looks at its FIFO before at `broken`.
+  // Not the one-sided connections: a peer's WaitSignal looks at `broken` before the service
+  // thread has landed every put already published.
+  auto mark = [](chorus::Connection& c) {
+    if (c.connected() && c.resource != nullptr && !c.end.proxied)
+      chorus::markBroken(c.end.ctrl, chorus::kBrokenByDestroy);
+  };
+  for (chorus::Channel& ch : channels) {
+    for (chorus::Connection& c : ch.send) mark(c);
+    for (chorus::Connection& c : ch.recv) mark(c);
+  }
+  for (chorus::Connection& c : p2pSend) mark(c);
+  for (chorus::Connection& c : p2pRecv) mark(c);
 }
 
 void ncclComm::refreshView() {

@@ -254,6 +254,9 @@ struct ncclComm {
   // Tells every peer this rank gave up on the communicator (its work failed, or it was
   // aborted): their waits on these connections then fail at once instead of timing out.
   void breakConnections();
+  // At a destroy that was no abort: marks this rank's direct ring, tree and send/recv FIFOs
+  // kBrokenByDestroy.
+  void markDestroyed();
 };
 
 namespace chorus {

@@ -126,5 +126,54 @@ TEST_P(DeadPeerTest, AbortFromAnotherThreadEndsACallStuckOnASilentPeer) {
 INSTANTIATE_TEST_SUITE_P(Transports, DeadPeerTest, testing::Values(Link::kShm, Link::kNet),
                          [](const testing::TestParamInfo<Link>& info) { return linkName(info.param); });
 
+// A rank that destroys its communicator (ncclCommDestroy, no abort) and lives on: a peer's
+// next call, which it never makes, fails at once on every link (over the network the
+// closed socket says it; over P2P and SHM the destroy marks its FIFOs), not after
+// CHORUS_TIMEOUT (600 s here), and a WARN says why.
+class DestroyedPeerTest : public testing::TestWithParam<Link> {};
+
+TEST_P(DestroyedPeerTest, ACallThePeerNeverMakesFailsAtOnce) {
+  ScopedEnv env;
+  forceLinkNoTimeout(env, GetParam());
+  TuningLogCapture log(env, "INIT");
+  EXPECT_RANKS_OK(runRanksWithId(
+      launchModeOf(GetParam()), kRanks,
+      [](int rank, int nranks, const ncclUniqueId& id) {
+        ncclComm_t comm = nullptr;
+        if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init failed");
+        std::vector<float> values(4096, 1.0f);
+        for (int call = 0; call < 3; ++call) {
+          if (ncclAllReduce(values.data(), values.data(), values.size(), ncclFloat32, ncclSum, comm, nullptr) !=
+              ncclSuccess) {
+            ncclCommAbort(comm);
+            return RankOutcome::fail("matched call " + std::to_string(call) + " failed");
+          }
+        }
+        if (rank == kVictim) {
+          const ncclResult_t destroyed = ncclCommDestroy(comm);
+          std::this_thread::sleep_for(std::chrono::seconds(6));  // alive past the others' limit
+          return destroyed == ncclSuccess ? RankOutcome::pass() : RankOutcome::fail("destroy failed");
+        }
+        const auto start = Clock::now();
+        const ncclResult_t r =
+            ncclAllReduce(values.data(), values.data(), values.size(), ncclFloat32, ncclSum, comm, nullptr);
+        const double took = secondsSince(start);
+        ncclCommAbort(comm);
+        if (r != ncclRemoteError) return RankOutcome::fail("the call without its peer returned " + resultName(r));
+        if (took > 5) return RankOutcome::fail("the call without its peer failed after " + std::to_string(took) + " s");
+        return RankOutcome::pass();
+      },
+      std::chrono::seconds(60)));
+  const char* why = GetParam() == Link::kNet ? "destroyed its communicator)"
+                                             : "peer rank 1 destroyed its communicator (ncclCommDestroy)";
+  bool said = false;
+  for (const std::string& line : log.lines())
+    said = said || (line.find("WARN") != std::string::npos && line.find(why) != std::string::npos);
+  EXPECT_TRUE(said) << "no WARN says: " << why;
+}
+
+INSTANTIATE_TEST_SUITE_P(Links, DestroyedPeerTest, testing::Values(Link::kP2p, Link::kShm, Link::kNet),
+                         [](const testing::TestParamInfo<Link>& info) { return linkName(info.param); });
+
 }  // namespace
 }  // namespace chorus_test
