@@ -51,15 +51,9 @@ uint64_t ncclComm::gpuFifoBytes() {
 
 size_t ncclComm::releaseIdleBuffers() {
   size_t released = 0;
-  auto release = [&released](chorus::Connection& c) {
+  forEachWorkConnection([&released](chorus::Connection& c) {
     if (c.connected() && c.resource != nullptr) released += c.resource->releaseIdleSlots();
-  };
-  for (chorus::Channel& ch : channels) {
-    for (chorus::Connection& c : ch.send) release(c);
-    for (chorus::Connection& c : ch.recv) release(c);
-  }
-  for (chorus::Connection& c : p2pSend) release(c);
-  for (chorus::Connection& c : p2pRecv) release(c);
+  });
   return released;
 }
 
@@ -79,16 +73,10 @@ void ncclComm::markDestroyed() {
   // What this rank published stays readable: a wait looks at its FIFO before at `broken`.
   // Not the one-sided connections: a peer's WaitSignal looks at `broken` before the service
   // thread has landed every put already published.
-  auto mark = [](chorus::Connection& c) {
+  forEachWorkConnection([](chorus::Connection& c) {
     if (c.connected() && c.resource != nullptr && !c.end.proxied)
       chorus::markBroken(c.end.ctrl, chorus::kBrokenByDestroy);
-  };
-  for (chorus::Channel& ch : channels) {
-    for (chorus::Connection& c : ch.send) mark(c);
-    for (chorus::Connection& c : ch.recv) mark(c);
-  }
-  for (chorus::Connection& c : p2pSend) mark(c);
-  for (chorus::Connection& c : p2pRecv) mark(c);
+  });
 }
 
 void ncclComm::refreshView() {

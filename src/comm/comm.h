@@ -228,15 +228,21 @@ struct ncclComm {
   ncclComm& operator=(const ncclComm&) = delete;
 
   void refreshView();
-  // Calls f(connection) for every ring/tree, send/recv and one-sided connection, connected or not.
+  // Calls f(connection) for every ring/tree and send/recv connection, connected or not: those
+  // the calls' work moves through (not the one-sided ones, which their service thread reads).
   template <typename F>
-  void forEachConnection(F&& f) {
+  void forEachWorkConnection(F&& f) {
     for (chorus::Channel& ch : channels) {
       for (chorus::Connection& c : ch.send) f(c);
       for (chorus::Connection& c : ch.recv) f(c);
     }
     for (chorus::Connection& c : p2pSend) f(c);
     for (chorus::Connection& c : p2pRecv) f(c);
+  }
+  // The same, and every one-sided connection.
+  template <typename F>
+  void forEachConnection(F&& f) {
+    forEachWorkConnection(f);
     for (chorus::Connection& c : rmaSend) f(c);
     for (chorus::Connection& c : rmaRecv) f(c);
   }
