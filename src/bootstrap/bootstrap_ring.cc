@@ -11,6 +11,19 @@
 #include "core/debug.h"
 
 namespace chorus {
+namespace {
+
+// Text a peer sent, for a log line: up to its first NUL within `size` bytes, anything that
+// is not printable ASCII shown as '?'.
+std::string printableText(const char* text, size_t size) {
+  std::string out(text, strnlen(text, size));
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
 
 RingBootstrap::RingBootstrap(int rank, int nranks, uint64_t secret, const std::atomic<uint32_t>* abortFlag,
                              Socket listener)
@@ -60,6 +73,11 @@ ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional
   if (res != ncclSuccess) {
     WARN("Bootstrap: rank %d of %d got no answer from the root at %s", rank_, nranks_, rootText.c_str());
     return res;
+  }
+  if (reply.refused != 0) {
+    WARN("Bootstrap: rank %d of %d: the root at %s refused the communicator: %s", rank_, nranks_, rootText.c_str(),
+         printableText(reply.reason, sizeof(reply.reason)).c_str());
+    return ncclInvalidUsage;
   }
   SocketAddress successorAddress;
   if (!successorAddress.assign(reinterpret_cast<const sockaddr*>(&reply.successorAddress),

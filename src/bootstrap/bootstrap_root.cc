@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -56,17 +57,23 @@ bool RootServer::serve(const pollfd* fds) {
     const ncclResult_t accepted = acceptQueued();
     if (accepted != ncclSuccess) return finish(accepted);
   }
+  if (refused() && reported_ == block_.count) return finish(ncclInvalidUsage);  // every rank was told
   if (complete()) {
     answerRanks();
     return finish(ncclSuccess);
   }
-  if (Clock::now() >= deadline_) return finish(nranks_ < 0 ? ncclSuccess : ncclSystemError);
+  if (Clock::now() >= deadline_) {
+    return finish(nranks_ < 0 ? ncclSuccess : refused() ? ncclInvalidUsage : ncclSystemError);
+  }
   return true;
 }
 
 bool RootServer::finish(ncclResult_t result) {
   result_ = result;
-  if (result != ncclSuccess && nranks_ >= 0 && Clock::now() >= deadline_) {
+  if (refused()) {
+    INFO(kSubsysBootstrap, "Bootstrap root %s: refused the communicator to %d of %d ranks, exiting", where_.c_str(),
+         reported_, block_.count);
+  } else if (result != ncclSuccess && nranks_ >= 0 && Clock::now() >= deadline_) {
     WARN("Bootstrap root %s: timed out after %d s with %d of %d ranks (%d to %d) reported%s", where_.c_str(),
          timeoutSeconds_, reported_, block_.count, block_.first, block_.first + block_.count - 1,
          needsSuccessor() && !successor_ ? " and no word from the next block's first rank" : "");
@@ -142,18 +149,28 @@ bool RootServer::readReport(PendingReport& report) {
   return true;
 }
 
-// The report is proven: whatever is wrong with it now is a rank's mistake, worth a WARN.
+// The report is proven: whatever is wrong with it now is a rank's mistake, worth a WARN. A
+// report that cannot describe any communicator is dropped; one that disagrees with earlier
+// reports ends the communicator for every rank (refuse).
 void RootServer::takeReport(PendingReport& report) {
   const std::string peer = report.socket.address().toString();
   const RootHello& hello = report.hello;
+  if (refused()) {
+    tell(report.socket, hello.rank, refusalReply());
+    const int slot = hello.rank - block_.first;
+    if (!hello.successorOnly && slot >= 0 && slot < block_.count && !rankSockets_[slot].valid()) {
+      rankSockets_[slot] = std::move(report.socket);  // counted, so the root ends once every rank was told
+      ++reported_;
+    }
+    return;
+  }
   if (hello.nranks < 1 || hello.nranks > kMaxRanks) {
     WARN("Bootstrap root %s: report from %s has nranks %d; dropped", where_.c_str(), peer.c_str(), hello.nranks);
     return;
   }
   if (nranks_ >= 0 && hello.nranks != nranks_) {
-    WARN("Bootstrap root %s: report from %s (rank %d) has nranks %d but earlier ranks said %d; dropped", where_.c_str(),
-         peer.c_str(), hello.rank, hello.nranks, nranks_);
-    return;
+    return refuse(report, "rank " + std::to_string(hello.rank) + " (from " + peer + ") says the communicator has " +
+                              std::to_string(hello.nranks) + " ranks, earlier ranks said " + std::to_string(nranks_));
   }
   const RootBlock block = hello.block;
   if (block.count < 1 || block.first < 0 || block.first > hello.nranks - block.count) {
@@ -162,11 +179,10 @@ void RootServer::takeReport(PendingReport& report) {
     return;
   }
   if (nranks_ >= 0 && (block.first != block_.first || block.count != block_.count)) {
-    WARN(
-        "Bootstrap root %s: report from %s (rank %d) has the block of %d ranks from %d, earlier ranks %d from %d; "
-        "dropped",
-        where_.c_str(), peer.c_str(), hello.rank, block.count, block.first, block_.count, block_.first);
-    return;
+    return refuse(report, "rank " + std::to_string(hello.rank) + " (from " + peer + ") was given this root for " +
+                              std::to_string(block.count) + " ranks from rank " + std::to_string(block.first) +
+                              ", earlier ranks for " + std::to_string(block_.count) + " from rank " +
+                              std::to_string(block_.first) + " (the ranks were given different lists of ids)");
   }
   const bool successorOnly = hello.successorOnly != 0;
   const int32_t lastPlusOne = block.first + block.count;
@@ -192,18 +208,19 @@ void RootServer::takeReport(PendingReport& report) {
   const PeerCard card{hello.listenAddress, {hello.listenNonce[0], hello.listenNonce[1]}};
   if (successorOnly) {
     if (successor_) {
-      WARN("Bootstrap root %s: the successor rank %d reported twice (again from %s); dropped", where_.c_str(),
-           hello.rank, peer.c_str());
-    } else {
-      successor_ = card;
+      return refuse(report, "rank " + std::to_string(hello.rank) + ", the first rank after this root's ranks, " +
+                                "reported twice (again from " + peer + "): two processes were given rank " +
+                                std::to_string(hello.rank));
     }
+    successor_ = card;
     return;
   }
   const int slot = hello.rank - block_.first;
   if (rankSockets_[slot].valid()) {
-    WARN("Bootstrap root %s: rank %d reported twice (again from %s); dropped the second connection", where_.c_str(),
-         hello.rank, peer.c_str());
-    return;
+    return refuse(report, "rank " + std::to_string(hello.rank) + " reported twice (from " +
+                              rankSockets_[slot].address().toString() + ", then " + peer +
+                              "): two processes were given rank " + std::to_string(hello.rank) + " of " +
+                              std::to_string(nranks_));
   }
   TRACE(kSubsysBootstrap, "Bootstrap root %s: rank %d of %d listens on %s", where_.c_str(), hello.rank, nranks_,
         address.toString().c_str());
@@ -223,18 +240,42 @@ void RootServer::dropStale() {
   }
 }
 
+// Two proven reports disagree (ranks, root blocks, a rank twice): whichever is right, the
+// communicator cannot be formed as every rank expects. So rather than leave the ranks that
+// did agree waiting out the timeout, every rank that reported, and every one that reports
+// until then, is told why at once (NCCL's root gives up too; its ranks see it close).
+void RootServer::refuse(PendingReport& report, const std::string& reason) {
+  WARN("Bootstrap root %s: %s; refusing the communicator to every rank", where_.c_str(), reason.c_str());
+  refusal_ = reason;
+  const RootReply reply = refusalReply();
+  tell(report.socket, report.hello.rank, reply);
+  for (int slot = 0; slot < block_.count; ++slot) {
+    if (rankSockets_[slot].valid()) tell(rankSockets_[slot], block_.first + slot, reply);
+  }
+}
+
+RootReply RootServer::refusalReply() const {
+  RootReply reply{};
+  reply.refused = 1;
+  snprintf(reply.reason, sizeof(reply.reason), "%s", refusal_.c_str());
+  return reply;
+}
+
+void RootServer::tell(Socket& socket, int rank, const RootReply& reply) {
+  // Without waiting, as this thread serves other roots too: the rank sent its report and
+  // waits for this answer, so the answer fits in the connection's empty send buffer. A rank
+  // that gave up only costs itself; the rest are still answered.
+  size_t sent = 0;
+  if (socket.trySend(&reply, sizeof(reply), &sent) != ncclSuccess || sent != sizeof(reply)) {
+    WARN("Bootstrap root %s: could not answer rank %d", where_.c_str(), rank);
+  }
+}
+
 void RootServer::answerRanks() {
   for (int slot = 0; slot < block_.count; ++slot) {
     const bool last = slot + 1 == block_.count;
     const PeerCard& successor = !last ? rankCards_[slot + 1] : needsSuccessor() ? *successor_ : rankCards_[0];
-    const RootReply reply{successor.address, {successor.nonce[0], successor.nonce[1]}};
-    // Without waiting, as this thread serves other roots too: the rank sent its report and
-    // waits for this answer, so the answer fits in the connection's empty send buffer. A rank
-    // that gave up only costs itself; the rest are still answered.
-    size_t sent = 0;
-    if (rankSockets_[slot].trySend(&reply, sizeof(reply), &sent) != ncclSuccess || sent != sizeof(reply)) {
-      WARN("Bootstrap root %s: could not answer rank %d", where_.c_str(), block_.first + slot);
-    }
+    tell(rankSockets_[slot], block_.first + slot, successorReply(successor.address, successor.nonce));
   }
 }
 

@@ -2,8 +2,10 @@
 // ranks, unless ncclCommInitRankScalable spread them over several roots) and answers each
 // with its successor's, then ends. The successor of the block's last rank is the next
 // block's first rank, which reports to this root for that alone. Connections that do not
-// prove they hold the id's secret (bootstrap_wire.h), or present an inconsistent report,
-// are dropped and the root keeps serving. A root no rank ever reached ends quietly at the
+// prove they hold the id's secret (bootstrap_wire.h), or present a report that cannot
+// describe a communicator, are dropped and the root keeps serving. Proven reports that
+// disagree with each other (the ranks were told different things) end it for all: every
+// rank is answered with the reason instead of its successor. A root no rank ever reached ends quietly at the
 // timeout (an unused id).
 //
 // Roots started by ncclGetUniqueId share one thread per process (bootstrap_root_service.cc),
@@ -67,6 +69,10 @@ class RootServer {
   bool readReport(PendingReport& report);
   void takeReport(PendingReport& report);
   void dropStale();
+  void refuse(PendingReport& report, const std::string& reason);
+  bool refused() const { return !refusal_.empty(); }
+  RootReply refusalReply() const;
+  void tell(Socket& socket, int rank, const RootReply& reply);
   void answerRanks();
   bool needsSuccessor() const { return block_.count < nranks_; }
   bool complete() const { return nranks_ >= 0 && reported_ == block_.count && (!needsSuccessor() || successor_); }
@@ -87,6 +93,7 @@ class RootServer {
   std::vector<Socket> rankSockets_;
   std::vector<PeerCard> rankCards_;  // where each rank listens, and its listener's nonce
   std::vector<PendingReport> pending_;
+  std::string refusal_;  // why the communicator was refused, once two reports disagreed
 };
 
 }  // namespace chorus

@@ -74,11 +74,22 @@ struct RootHello {
   uint64_t proof;                  // rootHelloProof under the root's id's key
 };
 
-// Root -> rank, once all ranks reported: where rank (r+1)%n listens, and its nonce.
+// Root -> rank, once all ranks reported: where rank (r+1)%n listens, and its nonce. Or,
+// when `refused` is set, why there is no communicator: two proven reports disagreed about
+// it (NUL-terminated text; the rank prints it, it does not parse it).
 struct RootReply {
   sockaddr_storage successorAddress;
   uint64_t successorNonce[2];
+  int32_t refused;
+  char reason[236];
 };
+inline RootReply successorReply(const sockaddr_storage& address, const uint64_t nonce[2]) {
+  RootReply reply{};
+  reply.successorAddress = address;
+  reply.successorNonce[0] = nonce[0];
+  reply.successorNonce[1] = nonce[1];
+  return reply;
+}
 
 // A rank's slot of the all-gather that ends Bootstrap::create: how to reach its listener.
 struct PeerCard {

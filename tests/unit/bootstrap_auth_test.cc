@@ -167,7 +167,7 @@ TEST(BootstrapTest, TheSecretNeverTravelsAndProofsDoNotReplay) {
       rank0At.address.assign(reinterpret_cast<const sockaddr*>(&report.listenAddress), sizeof(report.listenAddress)));
   rank0At.nonce[0] = report.listenNonce[0];
   rank0At.nonce[1] = report.listenNonce[1];
-  const RootReply answer{rank1Listener.address().storage, {rank1Nonce[0], rank1Nonce[1]}};
+  const RootReply answer = successorReply(rank1Listener.address().storage, rank1Nonce);
   ASSERT_EQ(fromRank0.sendAll(&answer, sizeof(answer), patient), ncclSuccess);
 
   // Rank 0 opens the ring to rank 1, proven for the nonce the root passed on ...

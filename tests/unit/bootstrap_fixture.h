@@ -221,7 +221,7 @@ inline BootstrapList createWithTestRoot(int nranks, uint64_t secret, std::vector
   beforeReply();
   for (int r = 0; r < nranks; ++r) {
     const ListenerView& successor = (*listeners)[(r + 1) % nranks];
-    const RootReply reply{successor.address.storage, {successor.nonce[0], successor.nonce[1]}};
+    const RootReply reply = successorReply(successor.address.storage, successor.nonce);
     EXPECT_EQ(rankSockets[r].sendAll(&reply, sizeof(reply), Deadline(10, nullptr)), ncclSuccess);
   }
   ranks.join();

@@ -11,14 +11,21 @@ using namespace bootstrap_testing;
 
 // ---- the root protocol itself ----
 
-TEST(BootstrapTest, RootDropsDuplicateAndInconsistentReportsAndAnswersTheRest) {
-  Socket listener;
-  ASSERT_EQ(Socket::listen(loopbackAddress(), &listener), ncclSuccess);
-  const SocketAddress rootAt = listener.address();
-  const uint64_t secret = 77;
-  ncclResult_t rootResult = ncclInternalError;
-  std::thread root([&] { rootResult = runBootstrapRoot(std::move(listener), secret, 30); });
-  auto report = [&](int rank, int nranks, uint16_t port) {
+// Plays ranks against a root of `nranks` ranks served on a thread of the test.
+class RootUnderTest {
+ public:
+  RootUnderTest() {
+    Socket listener;
+    EXPECT_EQ(Socket::listen(loopbackAddress(), &listener), ncclSuccess);
+    at_ = listener.address();
+    thread_ = std::thread(
+        [this, l = std::move(listener)]() mutable { result_ = runBootstrapRoot(std::move(l), kSecret, 30); });
+  }
+  ~RootUnderTest() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // A proven report of `rank` of `nranks` listening on `port`, in arrival order.
+  Socket report(int rank, int nranks, uint16_t port) {
     RootHello hello{};
     hello.rank = rank;
     hello.nranks = nranks;
@@ -26,30 +33,82 @@ TEST(BootstrapTest, RootDropsDuplicateAndInconsistentReportsAndAnswersTheRest) {
     SocketAddress where = loopbackAddress();
     where.setPort(port);
     hello.listenAddress = where.storage;
-    Socket s = provenReport(rootAt, secret, hello);
+    Socket s = provenReport(at_, kSecret, hello);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // keep the arrival order
     return s;
-  };
-  Socket first = report(0, 2, 1000);
-  Socket duplicate = report(0, 2, 2000);
-  Socket mismatched = report(1, 3, 3000);
-  Socket noAddress = intruder(rootAt, &secret, sizeof(secret));  // the old way: the secret in clear, then silence
-  Socket second = report(1, 2, 4000);
-  root.join();
-  EXPECT_EQ(rootResult, ncclSuccess);
-  RootReply reply{};
-  SocketAddress successor;
-  ASSERT_EQ(first.recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclSuccess);
-  successor.assign(reinterpret_cast<sockaddr*>(&reply.successorAddress), sizeof(reply.successorAddress));
-  EXPECT_EQ(successor.port(), 4000);
-  ASSERT_EQ(second.recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclSuccess);
-  successor.assign(reinterpret_cast<sockaddr*>(&reply.successorAddress), sizeof(reply.successorAddress));
-  EXPECT_EQ(successor.port(), 1000);
-  // The dropped ones see their connection closed without an answer.
-  for (Socket* dropped : {&duplicate, &mismatched}) {
-    EXPECT_EQ(dropped->recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclRemoteError);
   }
-  expectDropped(noAddress, "the secret in clear", 1.0);
+  // Waits for the root to end; its result.
+  ncclResult_t finish() {
+    thread_.join();
+    return result_;
+  }
+  const SocketAddress& at() const { return at_; }
+
+ private:
+  static constexpr uint64_t kSecret = 77;
+  SocketAddress at_;
+  ncclResult_t result_ = ncclInternalError;
+  std::thread thread_;
+};
+
+// The port of the successor the root answered `s` with, or -1 when it refused.
+int successorPort(Socket& s) {
+  RootReply reply{};
+  EXPECT_EQ(s.recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclSuccess);
+  if (reply.refused) return -1;
+  SocketAddress successor;
+  successor.assign(reinterpret_cast<sockaddr*>(&reply.successorAddress), sizeof(reply.successorAddress));
+  return successor.port();
+}
+
+// Why the root refused `s`, or "" when it answered with a successor.
+std::string refusal(Socket& s) {
+  RootReply reply{};
+  EXPECT_EQ(s.recvAll(&reply, sizeof(reply), Deadline(5, nullptr)), ncclSuccess);
+  return reply.refused ? std::string(reply.reason, strnlen(reply.reason, sizeof(reply.reason))) : "";
+}
+
+TEST(BootstrapTest, RootAnswersEachRankWithItsSuccessorAndDropsWhatProvesNothing) {
+  RootUnderTest root;
+  Socket first = root.report(0, 2, 1000);
+  Socket noAddress = intruder(root.at(), nullptr, 0);  // connects and says nothing
+  Socket second = root.report(1, 2, 4000);
+  EXPECT_EQ(root.finish(), ncclSuccess);
+  EXPECT_EQ(successorPort(first), 4000);
+  EXPECT_EQ(successorPort(second), 1000);
+  expectDropped(noAddress, "a silent connection", 1.0);
+}
+
+// Two proven reports that disagree: every rank, those before and those after, is told why at
+// once, and the root ends as soon as each rank of the communicator was told.
+TEST(BootstrapTest, RootRefusesEveryRankOnceTwoProcessesClaimOneRank) {
+  RootUnderTest root;
+  Socket first = root.report(0, 3, 1000);
+  Socket duplicate = root.report(0, 3, 2000);
+  const std::string why = refusal(first);
+  EXPECT_NE(why.find("two processes were given rank 0 of 3"), std::string::npos) << why;
+  EXPECT_NE(why.find("127.0.0.1"), std::string::npos) << "names where both came from: " << why;
+  EXPECT_EQ(refusal(duplicate), why);
+  Socket later = root.report(1, 3, 3000);
+  EXPECT_EQ(refusal(later), why) << "a rank that reports after the conflict";
+  Socket last = root.report(2, 3, 4000);
+  EXPECT_EQ(refusal(last), why);
+  const auto start = Clock::now();
+  EXPECT_EQ(root.finish(), ncclInvalidUsage);
+  EXPECT_LT(secondsSince(start), 5.0) << "every rank was told: the root need not wait for its timeout";
+}
+
+TEST(BootstrapTest, RootRefusesEveryRankWhenTheRankCountsDisagree) {
+  RootUnderTest root;
+  Socket first = root.report(0, 2, 1000);
+  Socket mismatched = root.report(1, 3, 3000);
+  const std::string why = refusal(first);
+  EXPECT_NE(why.find("rank 1 (from 127.0.0.1"), std::string::npos) << why;
+  EXPECT_NE(why.find("says the communicator has 3 ranks, earlier ranks said 2"), std::string::npos) << why;
+  EXPECT_EQ(refusal(mismatched), why);
+  Socket second = root.report(1, 2, 4000);
+  EXPECT_EQ(refusal(second), why);
+  EXPECT_EQ(root.finish(), ncclInvalidUsage);
 }
 
 // A root that one rank of two reached gives up with a WARN; one that no rank ever reached
