@@ -55,9 +55,10 @@ class Bootstrap {
   virtual ncclResult_t recv(int peer, int tag, void* data, size_t size) = 0;
   // The same for a message that waits on the peer's call rather than on set-up (the handle
   // of the connection a first Recv makes): up to `timeoutSec` (CHORUS_TIMEOUT; 0: no limit),
-  // `what` naming it in the WARN of a timeout.
+  // `what` naming it in the WARN of a timeout. A timeout returns ncclRemoteError, as a call's
+  // own does, and sets `*timedOut` (a peer that left returns the same code without it).
   virtual ncclResult_t recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec,
-                                   const std::string& what) = 0;
+                                   const std::string& what, bool* timedOut) = 0;
   virtual ncclResult_t barrier() = 0;
 
   int rank() const { return rank_; }

@@ -367,14 +367,14 @@ ncclResult_t RingBootstrap::recv(int peer, int tag, void* data, size_t size) {
 }
 
 ncclResult_t RingBootstrap::recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec,
-                                        const std::string& what) {
+                                        const std::string& what, bool* timedOut) {
   // CHORUS_TIMEOUT=0: no limit (INT_MAX seconds, 68 years, to a Deadline).
   const int seconds = timeoutSec > 0 ? static_cast<int>(std::ceil(timeoutSec)) : std::numeric_limits<int>::max();
   Deadline deadline(seconds, abortFlag_, revokeFlag_);
   const ncclResult_t result = recvBy(peer, tag, data, size, deadline.fromSetting("CHORUS_TIMEOUT"), what);
   // A peer that never reached its call stalled, as a call's own timeout says.
-  const bool timedOut = result == ncclSystemError && deadline.expired() && !deadline.aborted() && !deadline.revoked();
-  return timedOut ? ncclRemoteError : result;
+  *timedOut = result == ncclSystemError && deadline.expired() && !deadline.aborted() && !deadline.revoked();
+  return *timedOut ? ncclRemoteError : result;
 }
 
 ncclResult_t RingBootstrap::recvBy(int peer, int tag, void* data, size_t size, const Deadline& deadline,

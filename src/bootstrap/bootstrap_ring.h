@@ -47,8 +47,8 @@ class RingBootstrap final : public Bootstrap {
   ncclResult_t allGather(void* data, size_t bytesPerRank) override;
   ncclResult_t send(int peer, int tag, const void* data, size_t size) override;
   ncclResult_t recv(int peer, int tag, void* data, size_t size) override;
-  ncclResult_t recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec,
-                           const std::string& what) override;
+  ncclResult_t recvForCall(int peer, int tag, void* data, size_t size, double timeoutSec, const std::string& what,
+                           bool* timedOut) override;
   ncclResult_t barrier() override;
 
  private:

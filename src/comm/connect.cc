@@ -35,11 +35,11 @@ ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layou
   return comm->bootstrap->send(peer, tag, &handle, sizeof(handle));
 }
 
-ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, const std::string* forCall) {
+ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, CallWait* forCall) {
   ConnectHandle handle;
-  CHORUS_CHECK(forCall != nullptr
-                   ? comm->bootstrap->recvForCall(peer, tag, &handle, sizeof(handle), comm->timeoutSec, *forCall)
-                   : comm->bootstrap->recv(peer, tag, &handle, sizeof(handle)));
+  CHORUS_CHECK(forCall != nullptr ? comm->bootstrap->recvForCall(peer, tag, &handle, sizeof(handle), comm->timeoutSec,
+                                                                 forCall->what, &forCall->timedOut)
+                                  : comm->bootstrap->recv(peer, tag, &handle, sizeof(handle)));
   if (static_cast<uint32_t>(handle.transport) == 0) {
     WARN("Rank %d: peer rank %d could not set up its end of the connection from this rank (its WARN says why)",
          comm->rank, peer);

@@ -13,10 +13,16 @@ namespace chorus {
 // Lays out the FIFO for data from `peer` and sends the peer its handle (tag `tag`).
 ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn);
 
-// Waits for `peer`'s handle (tag `tag`) and attaches to its receiver. `forCall`: the handle
-// comes when the peer reaches a call (a Send's connection on first use: the peer's first
-// Recv from this rank), so the wait is the call's (CHORUS_TIMEOUT), and this names it.
-ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, const std::string* forCall = nullptr);
+// A wait for a handle that comes when the peer reaches a call (a Send's connection on first
+// use: the peer's first Recv from this rank): what it waits for, and whether it timed out.
+struct CallWait {
+  std::string what;
+  bool timedOut = false;
+};
+
+// Waits for `peer`'s handle (tag `tag`) and attaches to its receiver. With `forCall` the wait
+// is the call's (CHORUS_TIMEOUT), and forCall says what it waits for and how it ended.
+ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, CallWait* forCall = nullptr);
 
 // Waits until every connection of the communicator can carry data (NET connections are
 // completed by the proxy thread after both halves above have run).

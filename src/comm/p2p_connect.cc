@@ -1,4 +1,3 @@
-#include <chrono>
 #include <set>
 #include <string>
 
@@ -53,16 +52,13 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
     ncclComm* comm = comms[i];
     for (int peer : needs[i].sendTo) {
       // The peer sends its receiver's handle when it reaches its first Recv from this rank.
-      const std::string call = "rank " + std::to_string(peer) + "'s first Recv from rank " +
-                               std::to_string(comm->rank) + ", which makes their connection";
-      const auto start = std::chrono::steady_clock::now();
+      CallWait call{"rank " + std::to_string(peer) + "'s first Recv from rank " + std::to_string(comm->rank) +
+                    ", which makes their connection"};
       const ncclResult_t attached = attachSenderTo(comm, peer, kP2pTag, &comm->p2pSend[peer], &call);
-      // A failure at CHORUS_TIMEOUT is the wait's (others, an abort or a refused attach, are not).
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (attached == ncclRemoteError && comm->timeoutSec > 0 && waited >= comm->timeoutSec &&
-          comm->abortFlag.load() == 0 && comm->revokeFlag.load() == 0)
+      if (call.timedOut) {
         writeHangReport(*comm, "a call timed out (CHORUS_TIMEOUT)",
-                        "Send to rank " + std::to_string(peer) + " waits for " + call);
+                        "Send to rank " + std::to_string(peer) + " waits for " + call.what);
+      }
       CHORUS_CHECK(attached);
       INFO(kSubsysP2p, "Channel 00/1 : %d[%d] -> %d[%d] via %s (p2p)", comm->rank, comm->cudaDev, peer,
            comm->peers[peer].cudaDev, comm->p2pSend[peer].transport->name());
