@@ -188,13 +188,16 @@ ncclResult_t Socket::listen(const SocketAddress& address, Socket* out) {
   return ncclSuccess;
 }
 
-ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadline, Socket* out) {
+ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadline, Socket* out, bool* gone) {
   if (!address.valid()) {
     WARN("Bootstrap: cannot connect to %s: not an IPv4 or IPv6 address", address.toString().c_str());
     return ncclInternalError;
   }
   const std::string what = "a connection to " + address.toString();
   int retries = 0;
+  bool refusing = false;  // the last attempts were refused, the first of them at refusedSince
+  std::chrono::steady_clock::time_point refusedSince;
+  if (gone != nullptr) *gone = false;
   for (;;) {
     CHORUS_CHECK(deadline.check(what));
     int fd = newSocketFd(address.family());
@@ -219,6 +222,18 @@ ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadl
     if (err != ECONNREFUSED && err != ETIMEDOUT) {
       WARN("Bootstrap: connect() to %s failed: %s", address.toString().c_str(), strerror(err));
       return ncclSystemError;
+    }
+    // A listener that was up refuses only once it is closed. A full accept queue drops
+    // connection requests rather than refusing them, so this is not a busy listener.
+    const auto now = std::chrono::steady_clock::now();
+    if (err != ECONNREFUSED) {
+      refusing = false;
+    } else if (!refusing) {
+      refusing = true;
+      refusedSince = now;
+    } else if (gone != nullptr && now - refusedSince >= std::chrono::seconds(kGoneAfterSeconds)) {
+      *gone = true;
+      return ncclRemoteError;
     }
     if (++retries % 100 == 0)
       INFO(kSubsysBootstrap, "Bootstrap: connect() to %s: %s, retrying", address.toString().c_str(), strerror(err));

@@ -100,8 +100,13 @@ class Socket {
   // Binds and listens on `address`; port 0 picks an ephemeral port.
   static ncclResult_t listen(const SocketAddress& address, Socket* out);
   // Connects to `address`, retrying while the connection is refused (the listener may
-  // not be up yet) until `deadline`. TCP_NODELAY is set.
-  static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out);
+  // not be up yet) until `deadline`. TCP_NODELAY is set. With `gone` (for a listener known
+  // to have been up, which nothing reopens once closed), refusals for kGoneAfterSeconds
+  // mean it is gone for good: *gone is set and the result is ncclRemoteError, for the
+  // caller to WARN with what that listener was.
+  static constexpr int kGoneAfterSeconds = 5;
+  static ncclResult_t connect(const SocketAddress& address, const Deadline& deadline, Socket* out,
+                              bool* gone = nullptr);
 
   // Accepts one queued connection if there is one; `*out` stays invalid otherwise. Running
   // out of descriptors or kernel memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) is no failure of

@@ -160,9 +160,9 @@ ncclResult_t Bootstrap::create(std::span<const ncclUniqueId> ids, int rank, int 
   std::optional<RootContact> previous;
   if (nroots > 1 && rank == block.first) {
     const int k = (mine + nroots - 1) % nroots;
-    previous = RootContact{roots[k].root, roots[k].secret, blockOfRoot(k, nranks, nroots)};
+    previous = RootContact{roots[k].root, roots[k].secret, blockOfRoot(k, nranks, nroots), roots[k].rootStartedByRank0};
   }
-  CHORUS_CHECK(bootstrap->connect(RootContact{root.root, root.secret, block}, previous));
+  CHORUS_CHECK(bootstrap->connect(RootContact{root.root, root.secret, block, root.rootStartedByRank0}, previous));
   *out = std::move(bootstrap);
   return ncclSuccess;
 }

@@ -13,15 +13,8 @@
 namespace chorus {
 namespace {
 
-// Text a peer sent, for a log line: up to its first NUL within `size` bytes, anything that
-// is not printable ASCII shown as '?'.
-std::string printableText(const char* text, size_t size) {
-  std::string out(text, strnlen(text, size));
-  for (char& c : out) {
-    if (c < 0x20 || c > 0x7e) c = '?';
-  }
-  return out;
-}
+// Why a rank's bootstrap stops answering while the communicator lives on elsewhere.
+constexpr const char* kPeerGone = "it destroyed its communicator, or its process exited";
 
 }  // namespace
 
@@ -58,40 +51,44 @@ ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional
     RootHello successor = hello;
     successor.block = previous->block;
     successor.successorOnly = 1;
-    const ncclResult_t res = reportTo(*previous, successor, deadline, nullptr);
+    bool explained = false;
+    const ncclResult_t res = reportToRoot(*previous, successor, deadline, nullptr, &explained);
     if (res != ncclSuccess) {
-      WARN("Bootstrap: rank %d of %d could not reach the previous block's root at %s", rank_, nranks_,
-           previous->address.toString().c_str());
+      if (!explained) {
+        WARN("Bootstrap: rank %d of %d could not reach the previous block's root at %s", rank_, nranks_,
+             previous->address.toString().c_str());
+      }
       return res;
     }
   }
 
   // Report to the root; its answer is where our successor listens.
   hello.block = root.block;
-  RootReply reply{};
-  ncclResult_t res = reportTo(root, hello, deadline, &reply);
+  RootAnswer answer;
+  bool explained = false;
+  ncclResult_t res = reportToRoot(root, hello, deadline, &answer, &explained);
   if (res != ncclSuccess) {
-    WARN("Bootstrap: rank %d of %d got no answer from the root at %s", rank_, nranks_, rootText.c_str());
+    if (!explained) {
+      WARN("Bootstrap: rank %d of %d got no answer from the root at %s", rank_, nranks_, rootText.c_str());
+    }
     return res;
-  }
-  if (reply.refused != 0) {
-    WARN("Bootstrap: rank %d of %d: the root at %s refused the communicator: %s", rank_, nranks_, rootText.c_str(),
-         printableText(reply.reason, sizeof(reply.reason)).c_str());
-    return ncclInvalidUsage;
-  }
-  SocketAddress successorAddress;
-  if (!successorAddress.assign(reinterpret_cast<const sockaddr*>(&reply.successorAddress),
-                               sizeof(reply.successorAddress))) {
-    WARN("Bootstrap: rank %d: the root at %s sent no usable successor address", rank_, rootText.c_str());
-    return ncclInternalError;
   }
   peerAddresses_[rank_] = listener_.address();
   if (nranks_ == 1) return ncclSuccess;
 
-  // Connect to the successor, then wait for the predecessor to connect to us.
-  CHORUS_CHECK(Socket::connect(successorAddress, deadline, &ringSend_));
+  // Connect to the successor, then wait for the predecessor to connect to us. It listened
+  // before it reported to the root.
+  bool gone = false;
+  res = Socket::connect(answer.successor, deadline, &ringSend_, &gone);
+  if (gone) {
+    WARN(
+        "Bootstrap: rank %d of %d: its successor rank %d no longer listens at %s (refused for %d s): its init "
+        "failed or its process exited",
+        rank_, nranks_, successor(), answer.successor.toString().c_str(), Socket::kGoneAfterSeconds);
+  }
+  CHORUS_CHECK(res);
   const std::string toSuccessor = "the ring connection to rank " + std::to_string(successor());
-  CHORUS_CHECK(introduce(ringSend_, kWireRingHello, reply.successorNonce, deadline, toSuccessor));
+  CHORUS_CHECK(introduce(ringSend_, kWireRingHello, answer.successorNonce, deadline, toSuccessor));
   const std::string what = "the ring connection from rank " + std::to_string(predecessor());
   while (!ringRecv_.valid()) CHORUS_CHECK(progress(deadline, what, nullptr, 0));
 
@@ -106,20 +103,6 @@ ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional
     peerNonces_[r] = {cards[r].nonce[0], cards[r].nonce[1]};
   }
   INFO(kSubsysBootstrap, "Bootstrap: rank %d of %d connected", rank_, nranks_);
-  return ncclSuccess;
-}
-
-ncclResult_t RingBootstrap::reportTo(const RootContact& root, RootHello hello, const Deadline& deadline,
-                                     RootReply* reply) {
-  // The root runs on a thread (or process) of its own: plain blocking waits are fine here.
-  Socket socket;
-  Challenge challenge{};
-  CHORUS_CHECK(Socket::connect(root.address, deadline, &socket));
-  CHORUS_CHECK(socket.recvAll(&challenge, sizeof(challenge), deadline));
-  if (!challengeValid(challenge, "the root at " + root.address.toString())) return ncclSystemError;
-  hello.proof = rootHelloProof(bootstrapKey(root.secret), challenge, hello);
-  CHORUS_CHECK(socket.sendAll(&hello, sizeof(hello), deadline));
-  if (reply != nullptr) CHORUS_CHECK(socket.recvAll(reply, sizeof(*reply), deadline));
   return ncclSuccess;
 }
 
@@ -325,9 +308,24 @@ ncclResult_t RingBootstrap::sendProgressing(Socket& socket, const void* data, si
 
 ncclResult_t RingBootstrap::peerSocket(int peer, const Deadline& deadline, Socket** out) {
   Socket& socket = outgoing_[peer];
+  // The peer never writes on a connection it accepted: anything to read there is its close.
+  // Seen now, rather than after a message that would vanish into the closed connection.
+  pollfd closed{socket.fd(), POLLIN | POLLRDHUP, 0};
+  if (socket.valid() && poll(&closed, 1, 0) == 1) {
+    WARN("Bootstrap: rank %d: the connection to rank %d at %s is closed: %s", rank_, peer,
+         peerAddresses_[peer].toString().c_str(), kPeerGone);
+    socket.close();
+    return ncclRemoteError;
+  }
   if (!socket.valid()) {
     Socket fresh;
-    CHORUS_CHECK(Socket::connect(peerAddresses_[peer], deadline, &fresh));
+    bool gone = false;
+    const ncclResult_t connected = Socket::connect(peerAddresses_[peer], deadline, &fresh, &gone);
+    if (gone) {
+      WARN("Bootstrap: rank %d: rank %d no longer listens at %s (refused for %d s): %s", rank_, peer,
+           peerAddresses_[peer].toString().c_str(), Socket::kGoneAfterSeconds, kPeerGone);
+    }
+    CHORUS_CHECK(connected);
     CHORUS_CHECK(
         introduce(fresh, kWireP2pHello, peerNonces_[peer].data(), deadline,
                   "the connection to rank " + std::to_string(peer) + " at " + peerAddresses_[peer].toString()));
@@ -358,6 +356,10 @@ ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t siz
   if (res == ncclSuccess) res = sendProgressing(*socket, data, size, deadline, what);
   // A half-sent message leaves the stream unusable; a later send starts a new connection.
   if (res != ncclSuccess) socket->close();
+  if (res == ncclRemoteError) {  // reset or closed: a bootstrap keeps its connections while it lives
+    WARN("Bootstrap: rank %d: the connection to rank %d at %s is closed: %s", rank_, peer,
+         peerAddresses_[peer].toString().c_str(), kPeerGone);
+  }
   return res;
 }
 

@@ -26,15 +26,9 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/bootstrap_auth.h"
 #include "src/bootstrap/bootstrap_wire.h"
+#include "src/bootstrap/root_client.h"
 
 namespace chorus {
-
-// A root to report to: its address, its id's secret and the block of ranks it serves.
-struct RootContact {
-  SocketAddress address;
-  uint64_t secret;
-  RootBlock block;
-};
 
 class RingBootstrap final : public Bootstrap {
  public:
@@ -83,8 +77,6 @@ class RingBootstrap final : public Bootstrap {
   // `listenNonce`. Never waits for the listener: it may not be serving it right now.
   ncclResult_t introduce(Socket& socket, int32_t kind, const uint64_t listenNonce[2], const Deadline& deadline,
                          const std::string& what);
-  // Proves `hello` to `root` and, unless it is successorOnly, takes the root's answer.
-  ncclResult_t reportTo(const RootContact& root, RootHello hello, const Deadline& deadline, RootReply* reply);
   // Sends while still serving incoming traffic, so two ranks sending to each other cannot deadlock.
   ncclResult_t sendProgressing(Socket& socket, const void* data, size_t size, const Deadline& deadline,
                                const std::string& what);

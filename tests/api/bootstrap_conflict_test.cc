@@ -3,12 +3,11 @@
 // naming the disagreement, rather than the ones that agree waiting out
 // CHORUS_BOOTSTRAP_TIMEOUT. Processes, so that each has its own ncclGetLastError.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <string>
 
+#include "harness/fork_signal.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "nccl.h"
@@ -42,51 +41,35 @@ RankOutcome expectRefused(int nranks, int rank, const ncclUniqueId& id, const st
 
 // The root runs in the process of launcher rank 0, which made the id; a rank that reaches it
 // after that process exited finds no root to tell it anything. So launcher rank 0 stays
-// until the others are done: a pipe made before the fork, one byte from each of them.
-class StayForOthers {
- public:
-  StayForOthers() { EXPECT_EQ(pipe(fds_), 0); }
-  ~StayForOthers() {
-    close(fds_[0]);
-    close(fds_[1]);
+// until the others are done.
+RankOutcome stayForOthers(const ForkSignal& done, int rank, int nranks, RankOutcome outcome) {
+  if (rank != 0) {
+    if (!done.post()) return RankOutcome::fail("could not post to the fork signal");
+  } else {
+    done.wait(nranks - 1, std::chrono::seconds(60));  // the launcher reports a rank that hung
   }
-  RankOutcome done(int rank, int nranks, RankOutcome outcome) const {
-    if (rank != 0) {
-      const char byte = 1;
-      if (write(fds_[1], &byte, 1) != 1) return RankOutcome::fail("could not write to the pipe");
-      return outcome;
-    }
-    for (int others = nranks - 1; others > 0;) {
-      pollfd fd{fds_[0], POLLIN, 0};
-      char byte = 0;
-      if (poll(&fd, 1, 60 * 1000) != 1 || read(fds_[0], &byte, 1) != 1) break;  // the launcher reports hung ranks
-      --others;
-    }
-    return outcome;
-  }
-
- private:
-  int fds_[2] = {-1, -1};
-};
+  return outcome;
+}
 
 TEST(BootstrapConflict, TwoProcessesGivenOneRankAreBothRefusedAtOnce) {
   ScopedEnv env;
   env.set("CHORUS_BOOTSTRAP_TIMEOUT", "120");
-  StayForOthers stay;
-  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kProcesses, 2, [&stay](int rank, int nranks, const ncclUniqueId& id) {
-    return stay.done(rank, nranks, expectRefused(nranks, 0, id, "two processes were given rank 0 of 2"));
+  ForkSignal done;
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kProcesses, 2, [&done](int rank, int nranks, const ncclUniqueId& id) {
+    return stayForOthers(done, rank, nranks, expectRefused(nranks, 0, id, "two processes were given rank 0 of 2"));
   }));
 }
 
 TEST(BootstrapConflict, RanksThatDisagreeOnTheRankCountAreAllRefusedAtOnce) {
   ScopedEnv env;
   env.set("CHORUS_BOOTSTRAP_TIMEOUT", "120");
-  StayForOthers stay;
-  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kProcesses, 3, [&stay](int rank, int nranks, const ncclUniqueId& id) {
+  ForkSignal done;
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kProcesses, 3, [&done](int rank, int nranks, const ncclUniqueId& id) {
     // Ranks 0 and 1 agree on 3 ranks; the third process believes in 4 and claims rank 3.
     // Whichever of them reaches the root first, all three are refused.
     const std::string because = "says the communicator has";
-    return stay.done(rank, nranks, rank < 2 ? expectRefused(3, rank, id, because) : expectRefused(4, 3, id, because));
+    return stayForOthers(done, rank, nranks,
+                         rank < 2 ? expectRefused(3, rank, id, because) : expectRefused(4, 3, id, because));
   }));
 }
 

@@ -254,6 +254,31 @@ TEST(BootstrapTest, CommIdStartsTheRootInRankZero) {
   checkAllGather(all, 16);
 }
 
+// Under NCCL_COMM_ID every communicator's root is at the same address, with the same secret:
+// one communicator after another, each rank 0 starts a root there again. (A rank of the next
+// that reaches the last root as it closes tries again: reportTo.)
+TEST(BootstrapTest, CommIdServesOneCommunicatorAfterAnother) {
+  uint16_t port;
+  {
+    SocketAddress any;
+    any.storage.ss_family = AF_INET;
+    reinterpret_cast<sockaddr_in*>(&any.storage)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    Socket probe;
+    ASSERT_EQ(Socket::listen(any, &probe), ncclSuccess);
+    port = probe.address().port();
+  }
+  const std::string commId = "127.0.0.1:" + std::to_string(port);
+  setenv("NCCL_COMM_ID", commId.c_str(), 1);
+  ncclUniqueId id;
+  ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
+  for (int comm = 0; comm < 8 && !HasFailure(); ++comm) {
+    BootstrapList all = createAll(id, 3);
+    ASSERT_FALSE(HasFailure()) << "communicator " << comm;
+    checkAllGather(all, 16);
+  }
+  unsetenv("NCCL_COMM_ID");
+}
+
 // A communicator made from another (ncclCommSplit) needs a root of its own even where
 // NCCL_COMM_ID names the job's: that address is already taken by the parent's root.
 TEST(BootstrapTest, FreshRootIgnoresCommId) {
