@@ -224,17 +224,15 @@ TEST(BootstrapTest, FormsOverIPv6) {
 
 // ---- NCCL_COMM_ID ----
 
+// A loopback port nothing listens on now (the kernel's pick for a listener just closed).
+uint16_t freeLoopbackPort() {
+  Socket probe;
+  EXPECT_EQ(Socket::listen(loopbackAddress(), &probe), ncclSuccess);
+  return probe.address().port();
+}
+
 TEST(BootstrapTest, CommIdStartsTheRootInRankZero) {
-  uint16_t port;
-  {
-    SocketAddress any;
-    any.storage.ss_family = AF_INET;
-    reinterpret_cast<sockaddr_in*>(&any.storage)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    Socket probe;
-    ASSERT_EQ(Socket::listen(any, &probe), ncclSuccess);
-    port = probe.address().port();
-  }
-  const std::string commId = "127.0.0.1:" + std::to_string(port);
+  const std::string commId = "127.0.0.1:" + std::to_string(freeLoopbackPort());
   setenv("NCCL_COMM_ID", commId.c_str(), 1);
   ncclUniqueId a, b;
   ASSERT_EQ(bootstrapGetUniqueId(&a), ncclSuccess);
@@ -258,16 +256,7 @@ TEST(BootstrapTest, CommIdStartsTheRootInRankZero) {
 // one communicator after another, each rank 0 starts a root there again. (A rank of the next
 // that reaches the last root as it closes tries again: reportTo.)
 TEST(BootstrapTest, CommIdServesOneCommunicatorAfterAnother) {
-  uint16_t port;
-  {
-    SocketAddress any;
-    any.storage.ss_family = AF_INET;
-    reinterpret_cast<sockaddr_in*>(&any.storage)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    Socket probe;
-    ASSERT_EQ(Socket::listen(any, &probe), ncclSuccess);
-    port = probe.address().port();
-  }
-  const std::string commId = "127.0.0.1:" + std::to_string(port);
+  const std::string commId = "127.0.0.1:" + std::to_string(freeLoopbackPort());
   setenv("NCCL_COMM_ID", commId.c_str(), 1);
   ncclUniqueId id;
   ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
