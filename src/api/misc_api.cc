@@ -187,7 +187,6 @@ ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTy
     return ncclInvalidArgument;
   }
   UserRedOp user;
-  user.inUse = true;
   user.dtype = datatype;
   user.residence = residence;
   if (residence == ncclScalarHostImmediate) {
@@ -195,13 +194,7 @@ ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTy
   } else {
     user.scalarPtr = scalar;
   }
-  size_t index = 0;
-  while (index < comm->userOps.size() && comm->userOps[index].inUse) ++index;
-  if (index == comm->userOps.size())
-    comm->userOps.push_back(user);
-  else
-    comm->userOps[index] = user;
-  *op = static_cast<ncclRedOp_t>(ncclNumOps + static_cast<int>(index));
+  *op = static_cast<ncclRedOp_t>(ncclNumOps + comm->userOps.add(user));
   return ncclSuccess;
 }
 
@@ -214,11 +207,10 @@ ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     WARN("%s: invalid argument: op %d is a built-in op and cannot be destroyed", func, static_cast<int>(op));
     return ncclInvalidArgument;
   }
-  if (index < 0 || index >= static_cast<int>(comm->userOps.size()) || !comm->userOps[index].inUse) {
+  if (!comm->userOps.remove(index)) {
     WARN("%s: invalid argument: op %d was not created on this communicator", func, static_cast<int>(op));
     return ncclInvalidArgument;
   }
-  comm->userOps[index].inUse = false;
   return ncclSuccess;
 }
 

@@ -59,7 +59,7 @@ ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t, co
   const int value = static_cast<int>(op);
   if (value >= 0 && value < ncclNumOps) return ncclSuccess;
   const int index = value - ncclNumOps;
-  if (index >= 0 && index < static_cast<int>(comm->userOps.size()) && comm->userOps[index].inUse) return ncclSuccess;
+  if (comm->userOps.find(index, nullptr)) return ncclSuccess;
   WARN("%s: invalid argument: op %d is not a built-in ncclRedOp_t nor an op created on this communicator", func, value);
   return ncclInvalidArgument;
 }

@@ -19,6 +19,7 @@
 #include "src/comm/comm_registry.h"
 #include "src/comm/flight_record.h"
 #include "src/comm/trees.h"
+#include "src/comm/user_red_ops.h"
 #include "src/enqueue/op.h"
 #include "src/tune/tuner.h"
 #include "transport/transport.h"
@@ -48,15 +49,6 @@ struct Channel {
   // share a connection where they share a neighbour.
   std::vector<Connection> send;
   std::vector<Connection> recv;
-};
-
-// A reduction op made by ncclRedOpCreatePreMulSum.
-struct UserRedOp {
-  bool inUse = false;
-  ncclDataType_t dtype = ncclFloat32;
-  ncclScalarResidence_t residence = ncclScalarHostImmediate;
-  uint64_t scalarBits = 0;          // HostImmediate: the value, in dtype
-  const void* scalarPtr = nullptr;  // Device: read when the collective runs
 };
 
 // Whether [p, p + bytes) lies within [base, base + size), without forming a pointer past
@@ -181,9 +173,16 @@ struct ncclComm {
 
   std::unique_ptr<chorus::Tuner> tuner;  // picks algorithm and protocol per call
 
-  std::vector<chorus::CollOp> pending;      // enqueued inside a group, run at ncclGroupEnd
+  // Calls queued by the thread whose group holds the communicator (`callingGroup`), and the
+  // calls being run: by that thread, or for a non-blocking communicator by its worker while
+  // the thread queues more. Each vector has one thread at a time.
+  std::vector<chorus::CollOp> pending;  // enqueued inside a group, run at ncclGroupEnd
+  std::vector<chorus::CollOp> running;  // what runBlocking runs now
+  // The group (of one thread) that holds calls of this communicator until it has run them,
+  // or null: a communicator takes calls from one thread at a time (group.cc).
+  std::atomic<const void*> callingGroup{nullptr};
   std::unique_ptr<chorus::PlanLanes> plan;  // the lanes of the latest call, reused
-  std::vector<chorus::UserRedOp> userOps;
+  chorus::UserRedOpTable userOps;
   // The ncclCollConfig_t fields already named in a log line (src/api/coll_config.h), one
   // bit each: a field without effect is said once per communicator, not once per call.
   std::atomic<uint32_t> collConfigFieldsNamed{0};
@@ -277,7 +276,7 @@ inline ncclResult_t initCommunicator(ncclComm* comm, const ncclUniqueId& id) {
   return initCommunicator(comm, std::span<const ncclUniqueId>(&id, 1));
 }
 
-// Connects the p2p connections `comms` need for their pending sends and receives.
+// Connects the p2p connections `comms` need for the sends and receives they run now.
 // All receivers are created (and their handles sent) before any sender waits, so one
 // thread can connect every rank of a single process.
 ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms);

@@ -25,7 +25,7 @@ bool needsConnection(const ncclComm* comm, const CollOp& op) {
 
 PeerNeeds unconnectedPeers(const ncclComm* comm) {
   PeerNeeds needs;
-  for (const CollOp& op : comm->pending) {
+  for (const CollOp& op : comm->running) {
     if (!needsConnection(comm, op)) continue;
     (op.kind == WorkKind::Recv ? needs.recvFrom : needs.sendTo).insert(op.root);
   }
@@ -37,7 +37,7 @@ PeerNeeds unconnectedPeers(const ncclComm* comm) {
 ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
   bool any = false;
   for (const ncclComm* comm : comms)
-    for (const CollOp& op : comm->pending) any = any || needsConnection(comm, op);
+    for (const CollOp& op : comm->running) any = any || needsConnection(comm, op);
   if (!any) return ncclSuccess;  // the usual case: every peer of these calls is connected
   std::vector<PeerNeeds> needs;
   for (ncclComm* comm : comms) needs.push_back(unconnectedPeers(comm));

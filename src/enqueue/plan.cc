@@ -159,11 +159,11 @@ ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t d
       break;
   }
   const int index = static_cast<int>(op) - static_cast<int>(ncclNumOps);
-  if (index < 0 || index >= static_cast<int>(comm->userOps.size()) || !comm->userOps[index].inUse) {
+  UserRedOp user;
+  if (!comm->userOps.find(index, &user)) {
     WARN("Invalid argument: op %d is neither a built-in op nor one created on this communicator", static_cast<int>(op));
     return ncclInvalidArgument;
   }
-  const UserRedOp& user = comm->userOps[index];
   if (user.dtype != dtype) {
     WARN("Invalid argument: op %d was created for datatype %s but is used with %s", static_cast<int>(op),
          typeName(user.dtype), typeName(dtype));

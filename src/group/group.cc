@@ -39,6 +39,7 @@ struct GroupState {
   // each (comm_registry.h) and holds the pins while it runs.
   std::vector<std::pair<ncclComm*, uint64_t>> held;
   std::vector<CommPin> pins;
+  std::vector<ncclComm*> claimed;  // whose callingGroup is this group, until it has run their calls
   // Scratch of launchGroup and runBlocking, kept so that a warm call allocates nothing.
   std::vector<ncclComm*> blocking;
   GroupLaunch launch;
@@ -71,10 +72,41 @@ void hold(GroupState& g, ncclComm* comm) {
   g.held.emplace_back(comm, comm->serial);
 }
 
+// A communicator takes calls from one thread at a time, as in NCCL ("multiple threads
+// should use separate communicator objects"): its queued calls and its executor belong to
+// one thread's group until that group has run them. A call from another thread meanwhile
+// is refused with a WARN rather than interleaved, which would race on the communicator's
+// state and pair calls across ranks by chance. (A non-blocking communicator's worker runs
+// what a group handed it; the group lets go once it has, and the worker keeps the order.)
+ncclResult_t claim(GroupState& g, ncclComm* comm) {
+  const void* holder = nullptr;
+  if (comm->callingGroup.compare_exchange_strong(holder, &g)) {
+    g.claimed.push_back(comm);
+    return ncclSuccess;
+  }
+  if (holder == &g) return ncclSuccess;
+  WARN(
+      "Communicator %p (rank %d) is in use by another thread, which runs a call of it or holds calls of it in an "
+      "open group: a communicator takes calls from one thread at a time (threads use communicators of their own); "
+      "this call is refused",
+      static_cast<void*>(comm), comm->rank);
+  return ncclInvalidUsage;
+}
+
+// The group has run (or dropped) its calls: their communicators take other threads' again.
+void releaseClaims(GroupState& g) {
+  for (ncclComm* comm : g.claimed) {
+    const void* mine = &g;
+    comm->callingGroup.compare_exchange_strong(mine, nullptr);
+  }
+  g.claimed.clear();
+}
+
 // Drops the group's work of `comm` without touching the communicator.
 void forgetWorkOf(GroupState& g, const ncclComm* comm) {
   auto ofComm = [comm](const auto& job) { return job.comm == comm; };
   std::erase(g.comms, comm);
+  std::erase(g.claimed, comm);
   std::erase_if(g.inits, ofComm);
   std::erase_if(g.rmaBefore, ofComm);
   std::erase_if(g.rmaAfter, ofComm);
@@ -144,8 +176,8 @@ ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclR
   return r;
 }
 
-// Runs the pending ops of blocking communicators from this thread: every communicator's
-// executor stages its calls, then they start together (executor.h).
+// Runs the calls of blocking communicators (each one's `running`) from this thread: every
+// communicator's executor stages its calls, then they start together (executor.h).
 ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
   ncclResult_t result = connectPendingPeers(comms);
@@ -161,15 +193,15 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   launch.clear();
   for (ncclComm* comm : comms) {
     const ScopedLogContext logAs(comm->rank, comm->config.commName);
-    if (comm->profiler) comm->profiler->beforePlanning(comm->pending);
-    if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->pending, launch);
+    if (comm->profiler) comm->profiler->beforePlanning(comm->running);
+    if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->running, launch);
   }
   // A profiler's launch events start once everything is staged and stop once the launch
   // has returned: what ran on this thread has completed by then.
   for (ncclComm* comm : comms) {
     if (comm->profiler && result == ncclSuccess)
-      comm->profiler->launchBegins(comm->pending, comm->executor->runsOnCallingThread());
-    comm->pending.clear();
+      comm->profiler->launchBegins(comm->running, comm->executor->runsOnCallingThread());
+    comm->running.clear();
   }
   // Everything is staged before anything starts (cuda_comm.h says why).
   const ncclResult_t started = launch.start(result == ncclSuccess);
@@ -188,8 +220,9 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
   return result;
 }
 
+// A non-blocking communicator's calls, on its worker.
 ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops) {
-  comm->pending = std::move(ops);
+  comm->running = std::move(ops);
   return runBlocking({comm}, currentGroup());
 }
 
@@ -283,6 +316,7 @@ ncclResult_t launchGroup(GroupState& g) {
   for (ncclComm* comm : g.comms) {
     if (comm->pending.empty()) continue;
     if (comm->config.blocking) {
+      comm->running.swap(comm->pending);  // empty since its last run: the swap keeps both allocations
       blocking.push_back(comm);
       continue;
     }
@@ -297,6 +331,7 @@ ncclResult_t launchGroup(GroupState& g) {
     if (result == ncclSuccess) result = r;
   }
   if (const ncclResult_t r = runRmaJobs(g.rmaAfter, &inProgress); result == ncclSuccess) result = r;
+  releaseClaims(g);
   if (result == ncclSuccess && inProgress) result = ncclInProgress;
   return result;
 }
@@ -309,6 +344,7 @@ void dropPending(GroupState& g) {
   g.inits.clear();
   g.rmaBefore.clear();
   g.rmaAfter.clear();
+  releaseClaims(g);
 }
 
 // Whether `comm` may take a call: not failed, revoked or suspended (a WARN says which).
@@ -400,6 +436,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   g.comms.clear();
   g.rmaBefore.clear();  // one-sided calls are not simulated, and do not run either
   g.rmaAfter.clear();
+  releaseClaims(g);
   ncclResult_t result = g.error;
   g.error = ncclSuccess;
   g.depth = 0;
@@ -442,6 +479,10 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
     groupRecordError(r);
     return r;
   }
+  if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) {
+    groupRecordError(r);
+    return r;
+  }
   hold(g, comm);
   if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
     g.comms.push_back(comm);
@@ -470,6 +511,10 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
 ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult_t()> job) {
   GroupState& g = currentGroup();
   if (const ncclResult_t r = checkAcceptsWork(comm); r != ncclSuccess) {
+    groupRecordError(r);
+    return r;
+  }
+  if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) {
     groupRecordError(r);
     return r;
   }

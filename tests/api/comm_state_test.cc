@@ -1,6 +1,6 @@
 // The states a communicator goes through and what each allows, with NCCL's answers
 // (measured on NCCL 2.29-2.31): not ready while a non-blocking set-up runs, finalized
-// once, revoked once; and memory windows on host memory.
+// once, revoked once; calls from one thread at a time; and memory windows on host memory.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -112,6 +112,63 @@ TEST(CommState, NonBlockingFinalizeIsInProgressThenSettles) {
     if (ncclCommDestroy(comm) != ncclSuccess) return RankOutcome::fail("destroy failed");
     return RankOutcome::pass();
   }));
+}
+
+// A non-blocking communicator takes calls while earlier ones still run on its worker (the
+// state stays ncclInProgress): each runs once, in order, and every result is right.
+TEST(CommState, NonBlockingCallsIssuedBackToBackAllComplete) {
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kProcesses, 2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm = initNonBlocking(rank, nranks, id);
+    if (comm == nullptr) return RankOutcome::fail("init did not settle");
+    constexpr int kCalls = 2000;
+    std::vector<std::vector<int32_t>> data(kCalls);
+    for (int call = 0; call < kCalls; ++call) {
+      data[call].assign(16, call + rank);
+      const ncclResult_t r = ncclAllReduce(data[call].data(), data[call].data(), 16, ncclInt32, ncclSum, comm, nullptr);
+      if (r != ncclSuccess && r != ncclInProgress) {
+        ncclCommAbort(comm);
+        return RankOutcome::fail("call " + std::to_string(call) + " returned " + resultName(r));
+      }
+    }
+    const ncclResult_t settled = settle(comm);
+    ncclCommDestroy(comm);
+    if (settled != ncclSuccess)
+      return RankOutcome::fail("the calls settled at " + resultName(settled) + ": " + lastError());
+    for (int call = 0; call < kCalls; ++call) {
+      for (int32_t value : data[call]) {
+        if (value != 2 * call + 1) {
+          return RankOutcome::fail("call " + std::to_string(call) + " gave " + std::to_string(value) + ", not " +
+                                   std::to_string(2 * call + 1));
+        }
+      }
+    }
+    return RankOutcome::pass();
+  }));
+}
+
+// NCCL: "multiple threads should use separate communicator objects". While one thread's open
+// group holds calls of a communicator, another thread's call on it is refused with a WARN
+// (not interleaved), and the communicator is the other thread's again once the group ran.
+TEST(CommState, AnotherThreadsCallIsRefusedWhileAGroupHoldsTheCommunicator) {
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+  std::vector<float> mine(256, 1.0f), theirs(256, 2.0f);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(mine.data(), mine.data(), mine.size(), ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  ncclResult_t refused = ncclSuccess, later = ncclInternalError;
+  std::string why;
+  std::thread([&] {
+    refused = ncclAllReduce(theirs.data(), theirs.data(), theirs.size(), ncclFloat32, ncclMax, comm, nullptr);
+    why = lastError();
+  }).join();
+  EXPECT_EQ(refused, ncclInvalidUsage);
+  EXPECT_NE(why.find("in use by another thread"), std::string::npos) << why;
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << "the refusal is the other thread's, not this group's: " << lastError();
+  std::thread([&] {
+    later = ncclAllReduce(theirs.data(), theirs.data(), theirs.size(), ncclFloat32, ncclMax, comm, nullptr);
+  }).join();
+  EXPECT_EQ(later, ncclSuccess) << "after the group ran, another thread may call";
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
 TEST(CommState, RevokeIsLocalAndOnce) {
