@@ -495,6 +495,14 @@ ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
 
 ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, InitKind kind) {
   GroupState& g = currentGroup();
+  // A job of the parent's (split, shrink, grow, window registration) uses its bootstrap and
+  // connections as its calls do: one thread at a time.
+  if (kind == InitKind::kOfParent) {
+    if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) {
+      groupRecordError(r);
+      return r;
+    }
+  }
   if (g.depth > 0) {
     comm->asyncResult.store(ncclInProgress);
     g.inits.push_back(InitJob{comm, std::move(init), kind});
@@ -503,9 +511,12 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
   }
   if (!comm->config.blocking) {
     submitAsync(comm, std::move(init));
+    releaseClaims(g);
     return ncclInProgress;
   }
-  return runInitJob(comm, kind, init);
+  const ncclResult_t r = runInitJob(comm, kind, init);
+  releaseClaims(g);
+  return r;
 }
 
 ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult_t()> job) {

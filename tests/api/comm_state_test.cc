@@ -147,22 +147,27 @@ TEST(CommState, NonBlockingCallsIssuedBackToBackAllComplete) {
 }
 
 // NCCL: "multiple threads should use separate communicator objects". While one thread's open
-// group holds calls of a communicator, another thread's call on it is refused with a WARN
-// (not interleaved), and the communicator is the other thread's again once the group ran.
+// group holds calls of a communicator, another thread's call on it (a collective, a split) is
+// refused with a WARN (not interleaved), and the communicator is the other thread's again
+// once the group ran.
 TEST(CommState, AnotherThreadsCallIsRefusedWhileAGroupHoldsTheCommunicator) {
   ncclComm_t comm = nullptr;
   ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
   std::vector<float> mine(256, 1.0f), theirs(256, 2.0f);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   ASSERT_EQ(ncclAllReduce(mine.data(), mine.data(), mine.size(), ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
-  ncclResult_t refused = ncclSuccess, later = ncclInternalError;
+  ncclResult_t refused = ncclSuccess, splitRefused = ncclSuccess, later = ncclInternalError;
   std::string why;
+  ncclComm_t child = nullptr;
   std::thread([&] {
     refused = ncclAllReduce(theirs.data(), theirs.data(), theirs.size(), ncclFloat32, ncclMax, comm, nullptr);
     why = lastError();
+    splitRefused = ncclCommSplit(comm, 0, 0, &child, nullptr);  // a job of the parent's, as its calls
   }).join();
   EXPECT_EQ(refused, ncclInvalidUsage);
   EXPECT_NE(why.find("in use by another thread"), std::string::npos) << why;
+  EXPECT_EQ(splitRefused, ncclInvalidUsage);
+  EXPECT_EQ(child, nullptr);
   EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << "the refusal is the other thread's, not this group's: " << lastError();
   std::thread([&] {
     later = ncclAllReduce(theirs.data(), theirs.data(), theirs.size(), ncclFloat32, ncclMax, comm, nullptr);
