@@ -31,9 +31,36 @@ struct Call {
   bool recvAtRootOnly = false;
   bool needsSend = true;
   bool needsRecv = true;
-  bool blockPerRank = false;  // buffers hold a block of `count` per rank
+  // A buffer that holds a block of `count` per rank (the other holds one block, or also one
+  // per rank: AlltoAll).
+  bool sendPerRank = false;
+  bool recvPerRank = false;
   const char* rootName = "root";
 };
+
+// Buffers that overlap must be NCCL's in-place form: the same address, or the one-block
+// buffer at this rank's block of the per-rank one (AllGather, ReduceScatter; Gather and
+// Scatter at their root). Any other overlap would read what the call already wrote: NCCL
+// returns whatever that gives, Chorus refuses it. (AlltoAll has no in-place form to check.)
+ncclResult_t checkInPlaceForm(const Call& c, const ncclComm* comm) {
+  if (c.sendPerRank && c.recvPerRank) return ncclSuccess;
+  const size_t block = c.count * typeSize(c.dtype);
+  const size_t sendBytes = c.sendPerRank ? block * comm->nranks : block;
+  const size_t recvBytes = c.recvPerRank ? block * comm->nranks : block;
+  const auto send = reinterpret_cast<uintptr_t>(c.sendbuff);
+  const auto recv = reinterpret_cast<uintptr_t>(c.recvbuff);
+  if (send + sendBytes <= recv || recv + recvBytes <= send) return ncclSuccess;  // apart
+  const uintptr_t mine = block * static_cast<uintptr_t>(comm->rank);
+  if (c.recvPerRank ? send == recv + mine : c.sendPerRank ? recv == send + mine : send == recv) return ncclSuccess;
+  const char* form = c.recvPerRank   ? "sendbuff == recvbuff + rank * count"
+                     : c.sendPerRank ? "recvbuff == sendbuff + rank * count"
+                                     : "recvbuff == sendbuff";
+  WARN(
+      "%s: invalid argument: sendbuff %p (%zu bytes) and recvbuff %p (%zu bytes) overlap, but not in place (%s, rank "
+      "%d)",
+      c.func, c.sendbuff, sendBytes, static_cast<const void*>(c.recvbuff), recvBytes, form, comm->rank);
+  return ncclInvalidArgument;
+}
 
 ncclResult_t validate(const Call& c, const CommCall& held, ncclComm* comm) {
   CHORUS_CHECK(held.check(c.func));
@@ -41,17 +68,20 @@ ncclResult_t validate(const Call& c, const CommCall& held, ncclComm* comm) {
   CHORUS_CHECK(checkDatatype(c.dtype, c.func));
   if (c.reduces) CHORUS_CHECK(checkRedOp(comm, c.op, c.dtype, c.func));
   if (c.rooted) CHORUS_CHECK(checkRank(c.root, comm->nranks, c.rootName, c.func));
-  CHORUS_CHECK(checkCount(c.count, c.dtype, c.blockPerRank ? comm->nranks : 1, c.func));
+  CHORUS_CHECK(checkCount(c.count, c.dtype, c.sendPerRank || c.recvPerRank ? comm->nranks : 1, c.func));
   if (c.count > 0) {
     const bool isRoot = c.rooted && c.root == comm->rank;
-    if (c.needsSend && (!c.sendAtRootOnly || isRoot)) {
+    const bool sends = c.needsSend && (!c.sendAtRootOnly || isRoot);
+    const bool receives = c.needsRecv && (!c.recvAtRootOnly || isRoot);
+    if (sends) {
       CHORUS_CHECK(checkNotNull(c.sendbuff, "sendbuff", c.func));
       CHORUS_CHECK(checkBufferForExecutor(comm, c.sendbuff, "sendbuff", c.func));
     }
-    if (c.needsRecv && (!c.recvAtRootOnly || isRoot)) {
+    if (receives) {
       CHORUS_CHECK(checkNotNull(c.recvbuff, "recvbuff", c.func));
       CHORUS_CHECK(checkBufferForExecutor(comm, c.recvbuff, "recvbuff", c.func));
     }
+    if (sends && receives) CHORUS_CHECK(checkInPlaceForm(c, comm));
   }
   return ncclSuccess;
 }
@@ -123,13 +153,13 @@ Call reduceScatter(const char* func, const void* sendbuff, void* recvbuff, size_
                    ncclRedOp_t op) {
   Call c{func, WorkKind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0};
   c.reduces = true;
-  c.blockPerRank = true;
+  c.sendPerRank = true;
   return c;
 }
 
 Call allGather(const char* func, const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype) {
   Call c{func, WorkKind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0};
-  c.blockPerRank = true;
+  c.recvPerRank = true;
   return c;
 }
 
@@ -153,7 +183,8 @@ Call reduce(const char* func, const void* sendbuff, void* recvbuff, size_t count
 ncclResult_t alltoAll(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                       ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
-  c.blockPerRank = true;
+  c.sendPerRank = true;
+  c.recvPerRank = true;
   return submitGrouped(c, FaultCall::AlltoAll, comm, config, [&](int peer, size_t bytes) {
     CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
     return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
@@ -165,7 +196,7 @@ ncclResult_t gather(const char* func, const void* sendbuff, void* recvbuff, size
   Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
   c.rooted = true;
   c.recvAtRootOnly = true;
-  c.blockPerRank = true;
+  c.recvPerRank = true;
   return submitGrouped(c, FaultCall::Gather, comm, config, [&](int peer, size_t bytes) {
     if (peer == root) CHORUS_CHECK(pncclSend(sendbuff, count, datatype, root, comm, stream));
     if (comm->rank == root) return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
@@ -178,7 +209,7 @@ ncclResult_t scatter(const char* func, const void* sendbuff, void* recvbuff, siz
   Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, root};
   c.rooted = true;
   c.sendAtRootOnly = true;
-  c.blockPerRank = true;
+  c.sendPerRank = true;
   return submitGrouped(c, FaultCall::Scatter, comm, config, [&](int peer, size_t bytes) {
     if (comm->rank == root) CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
     if (peer == root) return pncclRecv(recvbuff, count, datatype, root, comm, stream);

@@ -14,6 +14,7 @@
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
 #include "harness/tuning_log.h"
+#include "harness/untouched_buffers.h"
 #include "nccl.h"
 
 namespace chorus_test {
@@ -151,11 +152,12 @@ TEST(CollConfigChannels, MaxCtasBoundsTheChannelsOfTheCall) {
   env.set("NCCL_MIN_NCHANNELS", "4");
   EXPECT_RANKS_OK(runRanks(LaunchMode::kThreads, 2, [](const RankContext& ctx) {
     FailureLog log;
-    alignas(64) static thread_local char untouched[128];
+    const UntouchedBuffers& untouched = untouchedBuffers();
     auto estimate = [&](const ncclCollConfig_t* config) {
       ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
       ncclGroupStart();
-      ncclAllReduceConfig(untouched, untouched + 64, size_t(16) << 20, ncclFloat32, ncclSum, ctx.comm, nullptr, config);
+      ncclAllReduceConfig(untouched.send, untouched.recv, size_t(16) << 20, ncclFloat32, ncclSum, ctx.comm, nullptr,
+                          config);
       if (ncclGroupSimulateEnd(&info) != ncclSuccess) log.add("ncclGroupSimulateEnd failed");
       return info.estimatedTime;
     };

@@ -24,6 +24,7 @@
 #include "harness/scoped_env.h"
 #include "harness/send_recv_case.h"
 #include "harness/tuning_log.h"
+#include "harness/untouched_buffers.h"
 #include "nccl.h"
 
 namespace chorus_test {
@@ -58,9 +59,9 @@ size_t tunedBytes(Kind kind, size_t count, int nranks) {
 
 // Issues one call of `kind` with `count` int8 elements on pointers that are never
 // touched (the group is simulated). SendRecv is a send and a receive to the next rank.
-ncclResult_t issueUntouched(Kind kind, size_t count, ncclComm_t comm, int rank, int nranks, void* buffer) {
-  void* send = buffer;
-  void* recv = static_cast<char*>(buffer) + 64;
+ncclResult_t issueUntouched(Kind kind, size_t count, ncclComm_t comm, int rank, int nranks) {
+  void* send = untouchedBuffers().send;
+  void* recv = untouchedBuffers().recv;
   switch (kind) {
     case Kind::kAllReduce:
       return ncclAllReduce(send, recv, count, ncclInt8, ncclSum, comm, nullptr);
@@ -101,11 +102,10 @@ std::vector<SweepCall> sweepCalls(int nranks) {
 std::vector<float> simulateSweep(const std::vector<SweepCall>& calls, FailureLog& log, ncclComm_t comm, int rank,
                                  int nranks) {
   std::vector<float> estimates;
-  alignas(64) static thread_local char untouched[128];
   for (const SweepCall& call : calls) {
     ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
     ncclResult_t start = ncclGroupStart();
-    ncclResult_t issued = issueUntouched(call.kind, call.count, comm, rank, nranks, untouched);
+    ncclResult_t issued = issueUntouched(call.kind, call.count, comm, rank, nranks);
     ncclResult_t end = ncclGroupSimulateEnd(&info);
     if (start != ncclSuccess || issued != ncclSuccess || end != ncclSuccess) {
       log.add(std::string(kindName(call.kind)) + " count " + std::to_string(call.count) + ": GroupStart " +
