@@ -1,6 +1,7 @@
 #include "src/group/group.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -78,13 +79,25 @@ void hold(GroupState& g, ncclComm* comm) {
 // is refused with a WARN rather than interleaved, which would race on the communicator's
 // state and pair calls across ranks by chance. (A non-blocking communicator's worker runs
 // what a group handed it; the group lets go once it has, and the worker keeps the order.)
+//
+// A revoked communicator (ncclCommRevoke, NCCL_SHRINK_ABORT) takes no new calls, and the
+// calls another thread has in it are stopping: what claims it now is the shrink or split that
+// follows the revoke, often from another thread than the one whose call was stuck. That
+// waits for the stopped call's group to let go (bounded: a group left open holds it).
+constexpr auto kRevokedClaimWait = std::chrono::seconds(10);
+
 ncclResult_t claim(GroupState& g, ncclComm* comm) {
-  const void* holder = nullptr;
-  if (comm->callingGroup.compare_exchange_strong(holder, &g)) {
-    g.claimed.push_back(comm);
-    return ncclSuccess;
+  const auto until = std::chrono::steady_clock::now() + kRevokedClaimWait;
+  for (;;) {
+    const void* holder = nullptr;
+    if (comm->callingGroup.compare_exchange_strong(holder, &g)) {
+      g.claimed.push_back(comm);
+      return ncclSuccess;
+    }
+    if (holder == &g) return ncclSuccess;
+    if (comm->revokeFlag.load() == 0 || std::chrono::steady_clock::now() >= until) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (holder == &g) return ncclSuccess;
   WARN(
       "Communicator %p (rank %d) is in use by another thread, which runs a call of it or holds calls of it in an "
       "open group: a communicator takes calls from one thread at a time (threads use communicators of their own); "

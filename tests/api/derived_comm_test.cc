@@ -498,5 +498,44 @@ TEST(CommRevoke, EndsAConnectionWaitForASilentRank) {
   }));
 }
 
+// A blocking call stuck on a silent rank holds its thread (the CPU executor runs it there),
+// so NCCL_SHRINK_ABORT comes from another thread: it stops the call, waits for the stuck
+// thread to let go of the communicator, and shrinks past the silent rank.
+TEST(CommShrink, AbortFromAnotherThreadStopsABlockingCallStuckOnASilentRank) {
+  static std::atomic<int> survivorsDone{0};
+  survivorsDone = 0;
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 3, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init");
+    if (rank == 2) return staySilentUntil(survivorsDone, 2, comm);
+    FailureLog log;
+    std::vector<int32_t> stuck(4096, 1);
+    ncclResult_t stuckResult = ncclSuccess;
+    std::thread caller([&] {
+      stuckResult = ncclAllReduce(stuck.data(), stuck.data(), stuck.size(), ncclInt32, ncclSum, comm, nullptr);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the AllReduce waits for rank 2 by now
+    int excluded[] = {2};
+    ncclComm_t child = nullptr;
+    const auto start = Clock::now();
+    const ncclResult_t r = ncclCommShrink(comm, excluded, 1, &child, nullptr, NCCL_SHRINK_ABORT);
+    caller.join();
+    if (stuckResult == ncclSuccess) log.add("the AllReduce waiting for a silent rank succeeded");
+    if (r != ncclSuccess || child == nullptr) {
+      log.add("NCCL_SHRINK_ABORT from another thread returned " + resultName(r) + ": " + ncclGetLastError(comm));
+    } else {
+      if (std::chrono::duration<double>(Clock::now() - start).count() > 10) log.add("the shrink took over 10 s");
+      std::vector<int32_t> values(5, rank + 1);
+      if (ncclAllReduce(values.data(), values.data(), 5, ncclInt32, ncclSum, child, nullptr) != ncclSuccess ||
+          values[4] != memberSum({0, 1}))
+        log.add("the shrunk AllReduce gave " + std::to_string(values[4]));
+      ncclCommDestroy(child);
+    }
+    ++survivorsDone;
+    ncclCommDestroy(comm);
+    return log.outcome();
+  }));
+}
+
 }  // namespace
 }  // namespace chorus_test
