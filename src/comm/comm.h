@@ -179,7 +179,7 @@ struct ncclComm {
   std::vector<chorus::CollOp> pending;  // enqueued inside a group, run at ncclGroupEnd
   std::vector<chorus::CollOp> running;  // what runBlocking runs now
   // The group (of one thread) that holds calls of this communicator until it has run them,
-  // or null: a communicator takes calls from one thread at a time (group.cc).
+  // or null: a communicator takes calls from one thread at a time (call_admission.h).
   std::atomic<const void*> callingGroup{nullptr};
   std::unique_ptr<chorus::PlanLanes> plan;  // the lanes of the latest call, reused
   chorus::UserRedOpTable userOps;

@@ -1,12 +1,12 @@
 #include "src/group/group.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 #include <thread>
 
 #include "core/debug.h"
 #include "core/thread_name.h"
+#include "src/comm/call_admission.h"
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
 #include "src/executor/executor_choice.h"
@@ -73,45 +73,17 @@ void hold(GroupState& g, ncclComm* comm) {
   g.held.emplace_back(comm, comm->serial);
 }
 
-// A communicator takes calls from one thread at a time, as in NCCL ("multiple threads
-// should use separate communicator objects"): its queued calls and its executor belong to
-// one thread's group until that group has run them. A call from another thread meanwhile
-// is refused with a WARN rather than interleaved, which would race on the communicator's
-// state and pair calls across ranks by chance. (A non-blocking communicator's worker runs
-// what a group handed it; the group lets go once it has, and the worker keeps the order.)
-//
-// A revoked communicator (ncclCommRevoke, NCCL_SHRINK_ABORT) takes no new calls, and the
-// calls another thread has in it are stopping: what claims it now is the shrink or split that
-// follows the revoke, often from another thread than the one whose call was stuck. That
-// waits for the stopped call's group to let go (bounded: a group left open holds it).
-constexpr auto kRevokedClaimWait = std::chrono::seconds(10);
-
+// This thread's group takes `comm` for its calls (call_admission.h), noting it to let go.
 ncclResult_t claim(GroupState& g, ncclComm* comm) {
-  const auto until = std::chrono::steady_clock::now() + kRevokedClaimWait;
-  for (;;) {
-    const void* holder = nullptr;
-    if (comm->callingGroup.compare_exchange_strong(holder, &g)) {
-      g.claimed.push_back(comm);
-      return ncclSuccess;
-    }
-    if (holder == &g) return ncclSuccess;
-    if (comm->revokeFlag.load() == 0 || std::chrono::steady_clock::now() >= until) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  WARN(
-      "Communicator %p (rank %d) is in use by another thread, which runs a call of it or holds calls of it in an "
-      "open group: a communicator takes calls from one thread at a time (threads use communicators of their own); "
-      "this call is refused",
-      static_cast<void*>(comm), comm->rank);
-  return ncclInvalidUsage;
+  bool fresh = false;
+  CHORUS_CHECK(claimForCalls(comm, &g, &fresh));
+  if (fresh) g.claimed.push_back(comm);
+  return ncclSuccess;
 }
 
 // The group has run (or dropped) its calls: their communicators take other threads' again.
 void releaseClaims(GroupState& g) {
-  for (ncclComm* comm : g.claimed) {
-    const void* mine = &g;
-    comm->callingGroup.compare_exchange_strong(mine, nullptr);
-  }
+  for (ncclComm* comm : g.claimed) releaseForCalls(comm, &g);
   g.claimed.clear();
 }
 
@@ -360,33 +332,6 @@ void dropPending(GroupState& g) {
   releaseClaims(g);
 }
 
-// Whether `comm` may take a call: not failed, revoked or suspended (a WARN says which).
-ncclResult_t checkAcceptsWork(const ncclComm* comm) {
-  const void* c = static_cast<const void*>(comm);
-  const int async = comm->asyncResult.load();
-  if (async != ncclSuccess && async != ncclInProgress) {
-    WARN("Communicator %p (rank %d) has failed earlier (%s); abort or destroy it", c, comm->rank,
-         ncclGetErrorString(static_cast<ncclResult_t>(async)));
-    return static_cast<ncclResult_t>(async);
-  }
-  if (comm->revokeFlag.load() != 0) {
-    WARN(
-        "Communicator %p (rank %d) was revoked (ncclCommRevoke or NCCL_SHRINK_ABORT): it can only be destroyed, "
-        "split or shrunk",
-        c, comm->rank);
-    return ncclInvalidUsage;
-  }
-  if (comm->finalized.load()) {
-    WARN("Communicator %p (rank %d) is finalized (ncclCommFinalize): it can only be destroyed", c, comm->rank);
-    return ncclInvalidUsage;
-  }
-  if (comm->suspended.load()) {
-    WARN("Communicator %p (rank %d) is suspended (ncclCommSuspend): call ncclCommResume first", c, comm->rank);
-    return ncclInvalidUsage;
-  }
-  return ncclSuccess;
-}
-
 }  // namespace
 
 ncclResult_t groupStart() {
@@ -449,7 +394,6 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   g.comms.clear();
   g.rmaBefore.clear();  // one-sided calls are not simulated, and do not run either
   g.rmaAfter.clear();
-  releaseClaims(g);
   ncclResult_t result = g.error;
   g.error = ncclSuccess;
   g.depth = 0;
@@ -461,6 +405,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   info->estimatedTime = estimate;
   INFO(kSubsysTuning, "ncclGroupSimulateEnd: estimated %.2f us", estimate);
   if (!g.inits.empty()) result = launchGroup(g);  // pending inits still happen
+  releaseClaims(g);                               // (launchGroup's own, if it ran)
   g.pins.clear();
   return result;
 }
