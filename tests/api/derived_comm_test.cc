@@ -94,6 +94,16 @@ RankOutcome staySilentUntil(const std::atomic<int>& done, int others, ncclComm_t
   return RankOutcome::pass();
 }
 
+// Ranks 0 and 1, shrunk past rank 2: a blocking AllReduce on `child` sums theirs; then
+// `child` is destroyed.
+void checkSurvivorsAllReduce(ncclComm_t child, int rank, FailureLog& log) {
+  std::vector<int32_t> values(5, rank + 1);
+  if (ncclAllReduce(values.data(), values.data(), 5, ncclInt32, ncclSum, child, nullptr) != ncclSuccess ||
+      values[4] != memberSum({0, 1}))
+    log.add("the shrunk AllReduce gave " + std::to_string(values[4]));
+  ncclCommDestroy(child);
+}
+
 TEST(CommSplit, ColorsAndKeysInOneGroupFromOneThread) {
   EXPECT_RANKS_OK(runAllRanksOneThread(4, [](std::span<const ncclComm_t> comms) {
     const int n = static_cast<int>(comms.size());
@@ -486,11 +496,7 @@ TEST(CommRevoke, EndsAConnectionWaitForASilentRank) {
     if (ncclCommShrink(comm, excluded, 1, &child, nullptr, NCCL_SHRINK_DEFAULT) != ncclSuccess || child == nullptr) {
       log.add("shrinking the revoked communicator failed: " + std::string(ncclGetLastError(comm)));
     } else {
-      std::vector<int32_t> values(5, rank + 1);
-      if (ncclAllReduce(values.data(), values.data(), 5, ncclInt32, ncclSum, child, nullptr) != ncclSuccess ||
-          values[4] != memberSum({0, 1}))
-        log.add("the shrunk AllReduce gave " + std::to_string(values[4]));
-      ncclCommDestroy(child);
+      checkSurvivorsAllReduce(child, rank, log);
     }
     ++survivorsDone;
     ncclCommDestroy(comm);
@@ -525,11 +531,7 @@ TEST(CommShrink, AbortFromAnotherThreadStopsABlockingCallStuckOnASilentRank) {
       log.add("NCCL_SHRINK_ABORT from another thread returned " + resultName(r) + ": " + ncclGetLastError(comm));
     } else {
       if (std::chrono::duration<double>(Clock::now() - start).count() > 10) log.add("the shrink took over 10 s");
-      std::vector<int32_t> values(5, rank + 1);
-      if (ncclAllReduce(values.data(), values.data(), 5, ncclInt32, ncclSum, child, nullptr) != ncclSuccess ||
-          values[4] != memberSum({0, 1}))
-        log.add("the shrunk AllReduce gave " + std::to_string(values[4]));
-      ncclCommDestroy(child);
+      checkSurvivorsAllReduce(child, rank, log);
     }
     ++survivorsDone;
     ncclCommDestroy(comm);
