@@ -78,15 +78,8 @@ ncclResult_t RingBootstrap::connect(const RootContact& root, const std::optional
 
   // Connect to the successor, then wait for the predecessor to connect to us. It listened
   // before it reported to the root.
-  bool gone = false;
-  res = Socket::connect(answer.successor, deadline, &ringSend_, &gone);
-  if (gone) {
-    WARN(
-        "Bootstrap: rank %d of %d: its successor rank %d no longer listens at %s (refused for %d s): its init "
-        "failed or its process exited",
-        rank_, nranks_, successor(), answer.successor.toString().c_str(), Socket::kGoneAfterSeconds);
-  }
-  CHORUS_CHECK(res);
+  CHORUS_CHECK(
+      connectToRank(successor(), answer.successor, deadline, &ringSend_, "its init failed, or its process exited"));
   const std::string toSuccessor = "the ring connection to rank " + std::to_string(successor());
   CHORUS_CHECK(introduce(ringSend_, kWireRingHello, answer.successorNonce, deadline, toSuccessor));
   const std::string what = "the ring connection from rank " + std::to_string(predecessor());
@@ -306,26 +299,36 @@ ncclResult_t RingBootstrap::sendProgressing(Socket& socket, const void* data, si
   return ncclSuccess;
 }
 
+ncclResult_t RingBootstrap::connectToRank(int peer, const SocketAddress& at, const Deadline& deadline, Socket* out,
+                                          const char* whyGone) {
+  // Its listener was up before its address was known here: refusals mean it is gone.
+  bool gone = false;
+  const ncclResult_t connected = Socket::connect(at, deadline, out, &gone);
+  if (gone) {
+    WARN("Bootstrap: rank %d: rank %d no longer listens at %s (refused for %d s): %s", rank_, peer,
+         at.toString().c_str(), Socket::kGoneAfterSeconds, whyGone);
+  }
+  return connected;
+}
+
+void RingBootstrap::warnConnectionClosed(int peer) const {
+  WARN("Bootstrap: rank %d: the connection to rank %d at %s is closed: %s", rank_, peer,
+       peerAddresses_[peer].toString().c_str(), kPeerGone);
+}
+
 ncclResult_t RingBootstrap::peerSocket(int peer, const Deadline& deadline, Socket** out) {
   Socket& socket = outgoing_[peer];
   // The peer never writes on a connection it accepted: anything to read there is its close.
   // Seen now, rather than after a message that would vanish into the closed connection.
   pollfd closed{socket.fd(), POLLIN | POLLRDHUP, 0};
   if (socket.valid() && poll(&closed, 1, 0) == 1) {
-    WARN("Bootstrap: rank %d: the connection to rank %d at %s is closed: %s", rank_, peer,
-         peerAddresses_[peer].toString().c_str(), kPeerGone);
+    warnConnectionClosed(peer);
     socket.close();
     return ncclRemoteError;
   }
   if (!socket.valid()) {
     Socket fresh;
-    bool gone = false;
-    const ncclResult_t connected = Socket::connect(peerAddresses_[peer], deadline, &fresh, &gone);
-    if (gone) {
-      WARN("Bootstrap: rank %d: rank %d no longer listens at %s (refused for %d s): %s", rank_, peer,
-           peerAddresses_[peer].toString().c_str(), Socket::kGoneAfterSeconds, kPeerGone);
-    }
-    CHORUS_CHECK(connected);
+    CHORUS_CHECK(connectToRank(peer, peerAddresses_[peer], deadline, &fresh, kPeerGone));
     CHORUS_CHECK(
         introduce(fresh, kWireP2pHello, peerNonces_[peer].data(), deadline,
                   "the connection to rank " + std::to_string(peer) + " at " + peerAddresses_[peer].toString()));
@@ -356,10 +359,7 @@ ncclResult_t RingBootstrap::send(int peer, int tag, const void* data, size_t siz
   if (res == ncclSuccess) res = sendProgressing(*socket, data, size, deadline, what);
   // A half-sent message leaves the stream unusable; a later send starts a new connection.
   if (res != ncclSuccess) socket->close();
-  if (res == ncclRemoteError) {  // reset or closed: a bootstrap keeps its connections while it lives
-    WARN("Bootstrap: rank %d: the connection to rank %d at %s is closed: %s", rank_, peer,
-         peerAddresses_[peer].toString().c_str(), kPeerGone);
-  }
+  if (res == ncclRemoteError) warnConnectionClosed(peer);  // a bootstrap keeps its connections while it lives
   return res;
 }
 

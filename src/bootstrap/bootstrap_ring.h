@@ -73,6 +73,12 @@ class RingBootstrap final : public Bootstrap {
   void dropStalePending();
 
   ncclResult_t peerSocket(int peer, const Deadline& deadline, Socket** out);
+  // Connects to rank `peer`'s listener at `at`; if it refuses for good, a WARN says it is gone
+  // and `whyGone`.
+  ncclResult_t connectToRank(int peer, const SocketAddress& at, const Deadline& deadline, Socket* out,
+                             const char* whyGone);
+  // The WARN for a connection to `peer` that its end closed: its bootstrap is gone.
+  void warnConnectionClosed(int peer) const;
   // Opens a connection with a PeerHello of `kind`, proven for the listener that announced
   // `listenNonce`. Never waits for the listener: it may not be serving it right now.
   ncclResult_t introduce(Socket& socket, int32_t kind, const uint64_t listenNonce[2], const Deadline& deadline,

@@ -415,6 +415,24 @@ void groupRecordError(ncclResult_t result) {
   if (g.depth > 0 && g.error == ncclSuccess) g.error = result;
 }
 
+namespace {
+
+// A call's refusal, which also fails the group it is in.
+ncclResult_t failsGroup(ncclResult_t r) {
+  groupRecordError(r);
+  return r;
+}
+
+// Whether `comm` takes a call now (call_admission.h), and from this thread's group, which
+// then holds it; a refusal fails the group too.
+ncclResult_t admitCall(GroupState& g, ncclComm* comm) {
+  if (const ncclResult_t r = checkAcceptsWork(comm); r != ncclSuccess) return failsGroup(r);
+  if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) return failsGroup(r);
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t checkReady(ncclComm* comm, const char* func) {
   if (comm->ready.load()) return ncclSuccess;
   const GroupState& g = currentGroup();
@@ -433,14 +451,7 @@ ncclResult_t checkReady(ncclComm* comm, const char* func) {
 
 ncclResult_t enqueueOp(ncclComm* comm, const CollOp& op) {
   GroupState& g = currentGroup();
-  if (const ncclResult_t r = checkAcceptsWork(comm); r != ncclSuccess) {
-    groupRecordError(r);
-    return r;
-  }
-  if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) {
-    groupRecordError(r);
-    return r;
-  }
+  CHORUS_CHECK(admitCall(g, comm));
   hold(g, comm);
   if (comm->pending.empty() && std::find(g.comms.begin(), g.comms.end(), comm) == g.comms.end())
     g.comms.push_back(comm);
@@ -456,10 +467,7 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
   // A job of the parent's (split, shrink, grow, window registration) uses its bootstrap and
   // connections as its calls do: one thread at a time.
   if (kind == InitKind::kOfParent) {
-    if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) {
-      groupRecordError(r);
-      return r;
-    }
+    if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) return failsGroup(r);
   }
   if (g.depth > 0) {
     comm->asyncResult.store(ncclInProgress);
@@ -479,14 +487,7 @@ ncclResult_t enqueueInit(ncclComm* comm, std::function<ncclResult_t()> init, Ini
 
 ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult_t()> job) {
   GroupState& g = currentGroup();
-  if (const ncclResult_t r = checkAcceptsWork(comm); r != ncclSuccess) {
-    groupRecordError(r);
-    return r;
-  }
-  if (const ncclResult_t r = claim(g, comm); r != ncclSuccess) {
-    groupRecordError(r);
-    return r;
-  }
+  CHORUS_CHECK(admitCall(g, comm));
   (phase == RmaPhase::kBeforeCollectives ? g.rmaBefore : g.rmaAfter).push_back(RmaJob{comm, std::move(job)});
   hold(g, comm);
   if (g.depth > 0) return ncclSuccess;
