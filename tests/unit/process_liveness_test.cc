@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,13 +19,42 @@ namespace {
 
 bool exists(const std::string& name) { return access(("/dev/shm/" + name).c_str(), F_OK) == 0; }
 
-// Creates /dev/shm/<name> dated a minute ago; returns its descriptor.
-int makeOldFile(const std::string& name) {
+// Creates /dev/shm/<name>; returns its descriptor. Other test processes sweep /dev/shm at
+// their start (ctest -j), so the files are made new (left alone by every sweep) and only
+// dated back, with ageFile, once the handles and locks the test needs are in place.
+int makeFile(const std::string& name) {
   const int fd = shm_open(("/" + name).c_str(), O_CREAT | O_RDWR, 0600);
-  const timespec times[2] = {{time(nullptr) - 60, 0}, {time(nullptr) - 60, 0}};
-  futimens(fd, times);
+  const timespec now[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};  // a file left by an earlier run is new again
+  if (fd >= 0) futimens(fd, now);
   return fd;
 }
+
+// Dates the file a minute back: old enough for a sweep to judge it.
+void ageFile(int fd) {
+  const timespec times[2] = {{time(nullptr) - 60, 0}, {time(nullptr) - 60, 0}};
+  futimens(fd, times);
+  close(fd);
+}
+
+// A child process that is killed and reaped when the test leaves, by any path: one left
+// alive would keep ctest's output pipe open and the run would wait for its timeout.
+class ChildProcess {
+ public:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  ~ChildProcess() { kill(); }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  pid_t pid() const { return pid_; }
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_;
+};
 
 // A process that holds `name`'s lock until it is killed (POSIX locks belong to a process:
 // this test cannot play the live process itself).
@@ -33,6 +63,7 @@ pid_t holdLockInChild(const std::string& name) {
   if (pipe(ready) != 0) return -1;
   const pid_t pid = fork();
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // dies with the test, even if the test is killed
     const int fd = shm_open(("/" + name).c_str(), O_RDWR, 0);
     struct flock lock {};
     lock.l_type = F_WRLCK;
@@ -42,26 +73,28 @@ pid_t holdLockInChild(const std::string& name) {
     for (;;) pause();
   }
   char ok = 0;
-  if (read(ready[0], &ok, 1) != 1 || !ok) return -1;
+  const bool locked = read(ready[0], &ok, 1) == 1 && ok;
   close(ready[0]);
   close(ready[1]);
-  return pid;
+  if (locked) return pid;
+  ChildProcess failed(pid);
+  return -1;
 }
 
 TEST(ProcessLiveness, DeadProcessesFilesGoLiveOnesStay) {
   const uint64_t deadId = 0x00c0ffee00000001ull, liveId = 0x00c0ffee00000002ull;
   const std::string dead = processTag(deadId), live = processTag(liveId);
-  close(makeOldFile("chorus-alive-" + dead));
-  close(makeOldFile("chorus-" + dead + "-1-0-0000000000000001"));
-  close(makeOldFile("chorus-alive-" + live));
-  close(makeOldFile("chorus-" + live + "-1-0-0000000000000002"));
-  const pid_t liveProcess = holdLockInChild("chorus-alive-" + live);
-  ASSERT_GT(liveProcess, 0);
+  const int files[4] = {makeFile("chorus-alive-" + dead), makeFile("chorus-" + dead + "-1-0-0000000000000001"),
+                        makeFile("chorus-alive-" + live), makeFile("chorus-" + live + "-1-0-0000000000000002")};
+  for (const int fd : files) ASSERT_GE(fd, 0);
+  ChildProcess liveProcess(holdLockInChild("chorus-alive-" + live));
+  ASSERT_GT(liveProcess.pid(), 0);
 
   // A peer's handle on each: the dead one reads dead, the live one alive.
   const int onDead = openPeerLiveness(deadId), onLive = openPeerLiveness(liveId);
   ASSERT_GE(onDead, 0);
   ASSERT_GE(onLive, 0);
+  for (const int fd : files) ageFile(fd);
   EXPECT_TRUE(peerAlive(-1, 0)) << "no handle: nothing to tell by";
   removeWhatDeadProcessesLeft();
   EXPECT_FALSE(exists("chorus-alive-" + dead));
@@ -74,8 +107,7 @@ TEST(ProcessLiveness, DeadProcessesFilesGoLiveOnesStay) {
   closePeerLiveness(onDead);
 
   // The live one dies (its lock goes): a peer's check says so and removes its files.
-  kill(liveProcess, SIGKILL);
-  waitpid(liveProcess, nullptr, 0);
+  liveProcess.kill();
   EXPECT_FALSE(peerAlive(onLive, liveId));
   EXPECT_FALSE(exists("chorus-alive-" + live));
   EXPECT_FALSE(exists("chorus-" + live + "-1-0-0000000000000002"));
