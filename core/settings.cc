@@ -48,7 +48,7 @@ constexpr Setting kSettings[] = {
     {"CHORUS_FINGERPRINTS", kInt64, "1", kHonoured,
      "0: steps do not carry their call's number and description (mismatched calls go undetected)"},
     {"NCCL_P2P_READ_ENABLE", kInt64, "-2", kHonoured,
-     "1: P2P FIFOs' Simple slots on the sender's GPU (read by the receiver); 0: never; unset: NVLink Ampere pairs"},
+     "1: GPU FIFOs' Simple slots on the sender's GPU (read by the receiver); 0: never; unset: NVLink Ampere pairs"},
     {"CHORUS_P2P_IN_PLACE", kInt64, "-1", kHonoured,
      "Send/Recv into a registered buffer written in place by the sender: -1 GPU communicators, 1 CPU ones too, 0 none"},
     {"CHORUS_DETERMINISTIC", kInt64, "0", kHonoured,

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -16,21 +17,103 @@
 namespace chorus {
 namespace {
 
-// After the control block: whether the sender has the buffers mapped (written by the
-// sender, read by a receiver that must not free legacy memory under it).
+// After the control block: what each side has mapped of the other's GPU memory, and under
+// P2P read how the sender shares its Simple slots.
+enum SlotsShared : uint32_t { kSlotsPending = 0, kSlotsByFd = 1, kSlotsByHandle = 2, kSlotsFailed = 3 };
 struct IpcShare {
-  uint32_t imported;  // 1 while the sender's process has the buffers mapped
+  uint32_t imported;       // 1 while the sender's process has the receiver's buffers mapped
+  uint32_t slotsImported;  // 1 while the receiver's process has the sender's Simple slots mapped
+  uint32_t slotsShared;    // SlotsShared: stored last, with release, once the fields below hold
+  uint32_t pad;
+  FdTicket slotsTicket;
+  uint64_t slotsBytes;
+  char slotsHandle[GpuFifoMemory::kIpcHandleBytes];
 };
 IpcShare* ipcShareOf(void* base) {
   return reinterpret_cast<IpcShare*>(static_cast<char*>(base) + sizeof(StepFifoControl));
 }
+// The word saying whether the peer has `held` mapped (the owner's side) or that this side
+// has (the mapping's side).
+uint32_t* importedFlag(void* base, const GpuBuffers& held) {
+  return held.slots ? &ipcShareOf(base)->slotsImported : &ipcShareOf(base)->imported;
+}
 
-// A receiver's segment and legacy GPU buffers that cannot be freed yet: the sender's
-// process still has the buffers mapped.
+// The bytes of GPU memory each side allocates: the Simple slots (the last buffer) are the
+// sender's under P2P read, the rest the receiver's.
+size_t simpleSlotsBytes(const FifoLayout& layout) {
+  return layout.totalBytes() - layout.bufferOffset(static_cast<int>(Protocol::Simple));
+}
+size_t receiverGpuBytes(const FifoLayout& layout, bool slotsOnSender) {
+  return layout.buffersBytes() - (slotsOnSender ? simpleSlotsBytes(layout) : 0);
+}
+
+// Allocates `bytes` of shareable memory on `device` and shares it: by file descriptor
+// (`gpu->ticket`, the allocation's size in `*allocated`) where the driver can, else by a
+// legacy handle written to `handle`. False with `*why`, nothing left allocated.
+bool allocateShared(const GpuFifoMemory& memory, int device, size_t bytes, GpuBuffers* gpu, uint64_t* allocated,
+                    char (&handle)[GpuFifoMemory::kIpcHandleBytes], std::string* why) {
+  *gpu = GpuBuffers{&memory, device, nullptr, false, memory.sharedByFd(device)};
+  gpu->address = memory.allocate(device, bytes, true, why);
+  bool shared = gpu->address != nullptr;
+  if (shared && gpu->byFd) {
+    size_t size = 0;
+    const int fd = memory.exportFd(gpu->address, &size, why);
+    shared = fd >= 0 && offerFd(fd, &gpu->ticket) == ncclSuccess;
+    if (fd >= 0) close(fd);  // the offer holds its own duplicate
+    if (fd >= 0 && !shared) *why = "offering its file descriptor failed (see the WARN above)";
+    *allocated = size;
+  } else if (shared) {
+    shared = memory.exportHandle(gpu->address, handle, why);
+  }
+  if (!shared && gpu->address != nullptr) memory.release(device, gpu->address);
+  return shared;
+}
+
+// Maps memory another process shared by descriptor (`ticket`, `bytes`) or legacy handle
+// for this process's GPU `device`; null with the cause said: a WARN from the fd handout
+// (`*fetched` its error) or `*why`.
+void* importShared(const GpuFifoMemory& memory, int device, bool byFd, const FdTicket& ticket, uint64_t bytes,
+                   const char (&handle)[GpuFifoMemory::kIpcHandleBytes], int peerRank, ncclResult_t* fetched,
+                   std::string* why) {
+  *fetched = ncclSuccess;
+  if (!byFd) return memory.importHandle(device, handle, why);
+  int fd = -1;
+  const double timeout = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
+  *fetched = redeemFd(ticket, peerRank, timeout, &fd);
+  if (*fetched != ncclSuccess) return nullptr;  // redeemFd said why
+  void* mapped = memory.importFd(device, fd, bytes, why);
+  close(fd);
+  return mapped;
+}
+
+// Lets go of what one side holds: a mapping is closed and said so; an allocation is freed,
+// but for legacy memory still mapped by a live peer (false: later). Held memory let go of
+// is forgotten (memory null).
+bool letGo(void* base, GpuBuffers& held, int peerAliveFd, uint64_t peerProcessId) {
+  if (held.memory == nullptr) return true;
+  uint32_t* flag = importedFlag(base, held);
+  if (held.imported) {
+    held.memory->closeImported(held.device, held.address);
+    __atomic_store_n(flag, 0, __ATOMIC_RELEASE);
+  } else if (held.byFd) {
+    withdrawFd(held.ticket);
+    held.memory->release(held.device, held.address);  // lives on in the peer's mapping until that ends
+  } else {
+    const bool mapped = __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0;
+    if (mapped && (peerAliveFd < 0 || peerAlive(peerAliveFd, peerProcessId))) return false;
+    held.memory->release(held.device, held.address);
+  }
+  held.memory = nullptr;
+  return true;
+}
+
+// A segment whose GPU memory cannot all be let go of yet: a legacy allocation the peer's
+// process still has mapped (freeing it under the peer's kernels would fault its GPU
+// context). Later releases look at it again.
 struct PendingRelease {
   void* base;
   size_t bytes;
-  GpuBuffers gpu;
+  GpuBuffers held[2];  // the buffers and the Simple slots, either possibly none
   int peerAlive;
   uint64_t peerProcessId;
 };
@@ -43,12 +126,11 @@ std::vector<PendingRelease>& pendingReleases() {
   return *list;
 }
 
-// Frees `r` unless a live sender (or one whose liveness cannot be watched) still has the
-// buffers mapped; false if it must wait.
-bool tryRelease(const PendingRelease& r) {
-  const bool imported = __atomic_load_n(&ipcShareOf(r.base)->imported, __ATOMIC_ACQUIRE) != 0;
-  if (imported && (r.peerAlive < 0 || peerAlive(r.peerAlive, r.peerProcessId))) return false;
-  r.gpu.memory->release(r.gpu.device, r.gpu.address);
+// Lets go of what it can of `r`; true (and the segment unmapped) once all of it is gone.
+bool tryRelease(PendingRelease& r) {
+  bool done = true;
+  for (GpuBuffers& held : r.held) done = letGo(r.base, held, r.peerAlive, r.peerProcessId) && done;
+  if (!done) return false;
   munmap(r.base, r.bytes);
   closePeerLiveness(r.peerAlive);
   return true;
@@ -58,33 +140,21 @@ bool tryRelease(const PendingRelease& r) {
 
 size_t gpuFifoSegmentBytes() { return sizeof(StepFifoControl) + sizeof(IpcShare); }
 
-ncclResult_t shareReceiverBuffers(const FifoLayout& layout, const PeerInfo& self, const PeerInfo& peer,
-                                  const LinkContext& link, ConnectHandle* handle, GpuBuffers* out) {
-  const GpuFifoMemory& memory = *link.gpuMemory;
-  const size_t bytes = layout.buffersBytes();
-  GpuBuffers gpu{&memory, self.cudaDev, nullptr, false, memory.sharedByFd(self.cudaDev)};
+ncclResult_t shareReceiverBuffers(const FifoLayout& layout, bool slotsOnSender, const PeerInfo& self,
+                                  const PeerInfo& peer, const LinkContext& link, ConnectHandle* handle,
+                                  GpuBuffers* out) {
+  const size_t bytes = receiverGpuBytes(layout, slotsOnSender);
+  GpuBuffers gpu;
+  uint64_t allocated = 0;
   std::string why;
-  gpu.address = memory.allocate(self.cudaDev, bytes, true, &why);
-  bool shared = gpu.address != nullptr;
-  if (shared && gpu.byFd) {
-    size_t allocated = 0;
-    const int fd = memory.exportFd(gpu.address, &allocated, &why);
-    shared = fd >= 0 && offerFd(fd, &gpu.ticket) == ncclSuccess;
-    if (fd >= 0) close(fd);  // the offer holds its own duplicate
-    if (fd >= 0 && !shared) why = "offering its file descriptor failed (see the WARN above)";
-    handle->gpuBuffers = kGpuBuffersByFd;
-    handle->gpuTicket = gpu.ticket;
-    handle->gpuBytes = allocated;
-  } else if (shared) {
-    shared = memory.exportHandle(gpu.address, handle->gpuHandle, &why);
-    handle->gpuBuffers = kGpuBuffersByHandle;
-  }
-  if (!shared) {
+  if (!allocateShared(*link.gpuMemory, self.cudaDev, bytes, &gpu, &allocated, handle->gpuHandle, &why)) {
     WARN("SHM: the FIFO for data from rank %d in GPU memory of CUDA device %d (%zu bytes, CUDA IPC by %s): %s",
          peer.rank, self.cudaDev, bytes, gpu.byFd ? "file descriptor" : "legacy handle", why.c_str());
-    if (gpu.address != nullptr) memory.release(self.cudaDev, gpu.address);
     return ncclUnhandledCudaError;
   }
+  handle->gpuBuffers = gpu.byFd ? kGpuBuffersByFd : kGpuBuffersByHandle;
+  handle->gpuTicket = gpu.ticket;
+  handle->gpuBytes = allocated;
   *out = gpu;
   return ncclSuccess;
 }
@@ -95,22 +165,16 @@ ncclResult_t mapSenderBuffers(const ConnectHandle& handle, void* base, const Pee
     WARN("SHM: rank %d's FIFO is GPU memory, but rank %d is not a GPU communicator", peer.rank, self.rank);
     return ncclInvalidUsage;
   }
-  const GpuFifoMemory& memory = *link.gpuMemory;
-  std::string why;
-  void* mapped = nullptr;
-  if (handle.gpuBuffers == kGpuBuffersByFd) {
-    int fd = -1;
-    const double timeout = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
-    const ncclResult_t fetched = redeemFd(handle.gpuTicket, peer.rank, timeout, &fd);
-    if (fetched != ncclSuccess) return fetched;  // redeemFd said why
-    mapped = memory.importFd(self.cudaDev, fd, handle.gpuBytes, &why);
-    close(fd);
-  } else if (handle.gpuBuffers == kGpuBuffersByHandle) {
-    mapped = memory.importHandle(self.cudaDev, handle.gpuHandle, &why);
-  } else {
+  if (handle.gpuBuffers != kGpuBuffersByFd && handle.gpuBuffers != kGpuBuffersByHandle) {
     WARN("SHM: rank %d shares its FIFO's GPU memory in an unknown way (%u)", peer.rank, handle.gpuBuffers);
     return ncclInternalError;
   }
+  const bool byFd = handle.gpuBuffers == kGpuBuffersByFd;
+  ncclResult_t fetched;
+  std::string why;
+  void* mapped = importShared(*link.gpuMemory, self.cudaDev, byFd, handle.gpuTicket, handle.gpuBytes, handle.gpuHandle,
+                              peer.rank, &fetched, &why);
+  if (fetched != ncclSuccess) return fetched;
   if (mapped == nullptr) {
     WARN(
         "SHM: rank %d (CUDA device %d) cannot map rank %d's FIFO in GPU memory through CUDA IPC: %s "
@@ -119,30 +183,92 @@ ncclResult_t mapSenderBuffers(const ConnectHandle& handle, void* base, const Pee
     return ncclUnhandledCudaError;
   }
   __atomic_store_n(&ipcShareOf(base)->imported, 1, __ATOMIC_RELEASE);
-  *out = GpuBuffers{&memory, self.cudaDev, mapped, true, handle.gpuBuffers == kGpuBuffersByFd};
+  *out = GpuBuffers{link.gpuMemory, self.cudaDev, mapped, true, byFd};
   return ncclSuccess;
 }
 
-void letGoOfSegment(void* base, size_t bytes, const GpuBuffers& gpu, int peerAlive, uint64_t peerProcessId) {
+ncclResult_t shareSenderSlots(const FifoLayout& layout, void* base, const PeerInfo& self, const PeerInfo& peer,
+                              const LinkContext& link, GpuBuffers* out) {
+  IpcShare* share = ipcShareOf(base);
+  const size_t bytes = simpleSlotsBytes(layout);
+  GpuBuffers gpu;
+  uint64_t allocated = 0;
+  std::string why = "it is not a GPU communicator";
+  if (link.gpuMemory == nullptr ||
+      !allocateShared(*link.gpuMemory, self.cudaDev, bytes, &gpu, &allocated, share->slotsHandle, &why)) {
+    sayNoSenderSlots(base);
+    WARN("SHM: rank %d's Simple slots for data to rank %d in GPU memory of CUDA device %d (%zu bytes, P2P read): %s",
+         self.rank, peer.rank, self.cudaDev, bytes, why.c_str());
+    return link.gpuMemory == nullptr ? ncclInvalidUsage : ncclUnhandledCudaError;
+  }
+  gpu.slots = true;
+  share->slotsTicket = gpu.ticket;
+  share->slotsBytes = allocated;
+  __atomic_store_n(&share->slotsShared, gpu.byFd ? kSlotsByFd : kSlotsByHandle, __ATOMIC_RELEASE);
+  *out = gpu;
+  return ncclSuccess;
+}
+
+void sayNoSenderSlots(void* base) { __atomic_store_n(&ipcShareOf(base)->slotsShared, kSlotsFailed, __ATOMIC_RELEASE); }
+
+ncclResult_t mapReceiverSlots(void* base, const GpuFifoMemory& memory, int rank, int device, int peerRank,
+                              int peerAliveFd, uint64_t peerProcessId, const std::atomic<uint32_t>* abortFlag,
+                              const std::atomic<uint32_t>* revokeFlag, GpuBuffers* out) {
+  IpcShare* share = ipcShareOf(base);
+  const auto start = std::chrono::steady_clock::now();
+  const double limit = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
+  uint32_t how = kSlotsPending;
+  // The sender shares them as it attaches, in the same set-up: a short wait, polled.
+  for (unsigned round = 0; (how = __atomic_load_n(&share->slotsShared, __ATOMIC_ACQUIRE)) == kSlotsPending; ++round) {
+    if (abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed)) return ncclSystemError;
+    if (revokeFlag != nullptr && revokeFlag->load(std::memory_order_relaxed)) {
+      WARN("SHM: the communicator was revoked while rank %d waited for rank %d's Simple slots (P2P read)", rank,
+           peerRank);
+      return ncclSystemError;
+    }
+    if (peerAliveFd >= 0 && !peerAlive(peerAliveFd, peerProcessId)) {
+      WARN("SHM: rank %d's process died before it shared its Simple slots (P2P read) with rank %d", peerRank, rank);
+      return ncclRemoteError;
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit) {
+      WARN(
+          "SHM: rank %d did not share its Simple slots (P2P read) with rank %d within %.0f s "
+          "(CHORUS_BOOTSTRAP_TIMEOUT)",
+          peerRank, rank, limit);
+      return ncclRemoteError;
+    }
+    timespec nap{0, round < 100 ? 20 * 1000 : 1000 * 1000};
+    nanosleep(&nap, nullptr);
+  }
+  if (how != kSlotsByFd && how != kSlotsByHandle) {
+    WARN("SHM: rank %d could not share its Simple slots (P2P read) with rank %d (its WARN says why)", peerRank, rank);
+    return ncclRemoteError;
+  }
+  ncclResult_t fetched;
+  std::string why;
+  void* mapped = importShared(memory, device, how == kSlotsByFd, share->slotsTicket, share->slotsBytes,
+                              share->slotsHandle, peerRank, &fetched, &why);
+  if (fetched != ncclSuccess) return fetched;
+  if (mapped == nullptr) {
+    WARN(
+        "SHM: rank %d (CUDA device %d) cannot map rank %d's Simple slots in GPU memory through CUDA IPC (P2P read): "
+        "%s (NCCL_P2P_READ_ENABLE=0 keeps them on the receiver's GPU)",
+        rank, device, peerRank, why.c_str());
+    return ncclUnhandledCudaError;
+  }
+  __atomic_store_n(&share->slotsImported, 1, __ATOMIC_RELEASE);
+  *out = GpuBuffers{&memory, device, mapped, true, how == kSlotsByFd};
+  out->slots = true;
+  return ncclSuccess;
+}
+
+void letGoOfSegment(void* base, size_t bytes, const GpuBuffers& buffers, const GpuBuffers& slots, int peerAliveFd,
+                    uint64_t peerProcessId) {
   std::lock_guard<std::mutex> lock(pendingMutex());
   std::vector<PendingRelease>& pending = pendingReleases();
-  const PendingRelease r{base, bytes, gpu, peerAlive, peerProcessId};
-  if (gpu.memory != nullptr && !gpu.imported && !gpu.byFd) {
-    if (!tryRelease(r)) pending.push_back(r);
-  } else {
-    // Nothing to wait for: a FIFO all in /dev/shm; the sender (it unmaps, then says so); or
-    // a receiver's cuMem allocation, which lives on in the sender's mapping until that ends.
-    if (gpu.memory != nullptr && gpu.imported) {
-      gpu.memory->closeImported(gpu.device, gpu.address);
-      __atomic_store_n(&ipcShareOf(base)->imported, 0, __ATOMIC_RELEASE);
-    } else if (gpu.memory != nullptr) {
-      withdrawFd(gpu.ticket);
-      gpu.memory->release(gpu.device, gpu.address);
-    }
-    munmap(base, bytes);
-    closePeerLiveness(peerAlive);
-  }
-  std::erase_if(pending, [](const PendingRelease& p) { return tryRelease(p); });
+  PendingRelease r{base, bytes, {buffers, slots}, peerAliveFd, peerProcessId};
+  if (!tryRelease(r)) pending.push_back(r);
+  std::erase_if(pending, [](PendingRelease& p) { return tryRelease(p); });
 }
 
 }  // namespace chorus

@@ -4,7 +4,8 @@
 // sender maps it and unlinks the name, so nothing is left behind in /dev/shm.
 // Between GPU communicators whose GPUs can write each other's memory (as P2P decides,
 // buffersOnReceiverGpu) only the control block is in /dev/shm: the buffers are the
-// receiver's GPU memory, which the sender maps through CUDA IPC (shm_gpu_buffers.h).
+// receiver's GPU memory, which the sender maps through CUDA IPC (shm_gpu_buffers.h),
+// but under P2P read the Simple slots: the sender's, which the receiver maps.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -26,25 +27,44 @@ namespace {
 
 // The receiver's mapping names the segment (it made it); the sender's does not. Each side
 // also holds its peer process's liveness handle (core/process_liveness.h), which the end's
-// waits watch.
+// waits watch, and the GPU memory it allocated or mapped: the buffers, and under P2P read
+// the Simple slots (the sender's from attach; the receiver's once awaitReady mapped them).
 class ShmMapping : public ConnectionResource {
  public:
   ShmMapping(void* base, size_t bytes, std::string name, const FifoLayout& layout, int peerAlive,
-             uint64_t peerProcessId, GpuBuffers gpu)
+             uint64_t peerProcessId, GpuBuffers gpu, GpuBuffers slots = GpuBuffers{})
       : base_(base),
         bytes_(bytes),
         name_(std::move(name)),
         layout_(layout),
         peerAlive_(peerAlive),
         peerProcessId_(peerProcessId),
-        gpu_(gpu) {}
+        gpu_(gpu),
+        slots_(slots) {}
   ~ShmMapping() override {
     if (!name_.empty()) shm_unlink(name_.c_str());  // ENOENT once the sender unlinked it: fine
     if (base_) {
-      letGoOfSegment(base_, bytes_, gpu_, peerAlive_, peerProcessId_);
+      letGoOfSegment(base_, bytes_, gpu_, slots_, peerAlive_, peerProcessId_);
     } else {
       closePeerLiveness(peerAlive_);
     }
+  }
+  // Receiver under P2P read: the sender's Simple slots are still to be mapped (`rank`, its
+  // GPU `device`, the sender `peerRank`).
+  void expectSlotsFrom(int rank, int device, int peerRank) {
+    slotsRank_ = rank;
+    slots_.device = device;
+    slotsPeer_ = peerRank;
+  }
+  ncclResult_t awaitReady(FifoEnd* end, const std::atomic<uint32_t>* abortFlag,
+                          const std::atomic<uint32_t>* revokeFlag) override {
+    if (slotsPeer_ < 0 || slots_.memory != nullptr) return ncclSuccess;
+    GpuBuffers mapped;
+    CHORUS_CHECK(mapReceiverSlots(base_, *gpu_.memory, slotsRank_, slots_.device, slotsPeer_, peerAlive_,
+                                  peerProcessId_, abortFlag, revokeFlag, &mapped));
+    slots_ = mapped;
+    end->buffs[static_cast<int>(Protocol::Simple)] = static_cast<char*>(mapped.address);
+    return ncclSuccess;
   }
   void* base() const { return base_; }
 
@@ -57,12 +77,23 @@ class ShmMapping : public ConnectionResource {
                             true);
   }
 
-  size_t gpuBytes() const override { return gpu_.memory && !gpu_.imported ? layout_.buffersBytes() : 0; }
+  // What this side allocated: the receiver its buffers (less the Simple slots under P2P
+  // read), the sender those slots.
+  size_t gpuBytes() const override {
+    const size_t simple = layout_.totalBytes() - layout_.bufferOffset(static_cast<int>(Protocol::Simple));
+    if (gpu_.memory != nullptr && !gpu_.imported) return layout_.buffersBytes() - (p2pRead() ? simple : 0);
+    return slots_.memory != nullptr && !slots_.imported ? simple : 0;
+  }
   std::string describe() const override {
-    return gpu_.memory ? "GPU memory of the receiver's GPU through CUDA IPC" : "";
+    if (gpu_.memory == nullptr) return "";
+    return std::string("GPU memory of the receiver's GPU through CUDA IPC") +
+           (p2pRead() ? ", Simple slots on the sender's GPU (P2P read)" : "");
   }
 
  private:
+  // The Simple slots are the sender's: this side holds them, or (receiver) will map them.
+  bool p2pRead() const { return slotsPeer_ >= 0 || slots_.memory != nullptr; }
+
   void* base_;
   size_t bytes_;
   std::string name_;
@@ -70,6 +101,9 @@ class ShmMapping : public ConnectionResource {
   int peerAlive_;
   uint64_t peerProcessId_;
   GpuBuffers gpu_;
+  GpuBuffers slots_;
+  int slotsRank_ = -1;
+  int slotsPeer_ = -1;  // receiver under P2P read: the sender, whose slots it maps
 };
 
 class FileDescriptor {
@@ -120,6 +154,9 @@ class ShmTransport : public Transport {
                               const LinkContext& link, ConnectHandle* handle, FifoEnd* end,
                               std::unique_ptr<ConnectionResource>* resource) const override {
     const bool onGpu = buffersOnReceiverGpu(self, peer, link);
+    // P2P read needs the sender to share its slots back, which a receiver can wait for only
+    // where both ends are set up together.
+    const bool slotsOnSender = onGpu && link.setUpTogether && simpleSlotsOnSenderGpu(self, peer, link);
     const size_t bytes = onGpu ? gpuFifoSegmentBytes() : layout.totalBytes();
     uint64_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) nonce = reinterpret_cast<uintptr_t>(&nonce);
@@ -155,14 +192,19 @@ class ShmTransport : public Transport {
     ConnectHandle shared;
     memset(static_cast<void*>(&shared), 0, sizeof(shared));  // padding too: the handle crosses the network
     GpuBuffers gpu;
-    if (onGpu && shareReceiverBuffers(layout, self, peer, link, &shared, &gpu) != ncclSuccess) {
+    if (onGpu && shareReceiverBuffers(layout, slotsOnSender, self, peer, link, &shared, &gpu) != ncclSuccess) {
       munmap(base, bytes);
       shm_unlink(name);
       return ncclUnhandledCudaError;
     }
     const int peerAlive = fillEnd(base, gpu.address, layout, self, peer, end);
     auto mapping = std::make_unique<ShmMapping>(base, bytes, name, layout, peerAlive, peer.processId, gpu);
+    if (slotsOnSender) {
+      mapping->expectSlotsFrom(self.rank, self.cudaDev, peer.rank);
+      end->buffs[static_cast<int>(Protocol::Simple)] = nullptr;  // until awaitReady has mapped them
+    }
     memcpy(static_cast<void*>(handle), &shared, sizeof(shared));  // zeroed but for the GPU fields
+    handle->slotsOnSender = slotsOnSender ? 1 : 0;
     handle->transport = TransportId::Shm;
     handle->bytes = bytes;
     handle->layout = layout;
@@ -201,17 +243,23 @@ class ShmTransport : public Transport {
       return ncclSystemError;
     }
     shm_unlink(name);  // both sides have it mapped now
-    GpuBuffers gpu;
+    GpuBuffers gpu, slots;
+    ncclResult_t shared = ncclSuccess;
     if (handle.gpuBuffers != kBuffersInFifo) {
-      const ncclResult_t mapped = mapSenderBuffers(handle, base, self, peer, link, &gpu);
-      if (mapped != ncclSuccess) {
-        munmap(base, handle.bytes);
-        return mapped;
+      shared = mapSenderBuffers(handle, base, self, peer, link, &gpu);
+      if (shared == ncclSuccess && handle.slotsOnSender != 0) {
+        shared = shareSenderSlots(handle.layout, base, self, peer, link, &slots);
+      } else if (handle.slotsOnSender != 0) {
+        sayNoSenderSlots(base);  // the receiver waits for them no longer
       }
     }
-    const int peerAlive = fillEnd(base, gpu.address, handle.layout, self, peer, end);
-    *resource =
-        std::make_unique<ShmMapping>(base, handle.bytes, std::string(), handle.layout, peerAlive, peer.processId, gpu);
+    const int peerAlive = shared == ncclSuccess ? fillEnd(base, gpu.address, handle.layout, self, peer, end) : -1;
+    // From here the mapping lets go of all of it, on failure too.
+    auto mapping = std::make_unique<ShmMapping>(base, handle.bytes, std::string(), handle.layout, peerAlive,
+                                                peer.processId, gpu, slots);
+    if (shared != ncclSuccess) return shared;
+    if (slots.memory != nullptr) end->buffs[static_cast<int>(Protocol::Simple)] = static_cast<char*>(slots.address);
+    *resource = std::move(mapping);
     return ncclSuccess;
   }
 };

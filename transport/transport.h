@@ -81,6 +81,10 @@ struct LinkContext {
   const GpuFifoMemory* gpuMemory = nullptr;            // null: the FIFO stays in host memory
   const std::vector<std::string>* nearNics = nullptr;  // the topology's names, nearest first; null: none known
   const std::vector<int>* nearNicPaths = nullptr;      // the path (a PathType) from this GPU to each of nearNics
+  // Both ends are made and awaited in one set-up (a collective channel's connection), so a
+  // receiver may wait in awaitReady for what its sender shares when it attaches (SHM's P2P
+  // read). Not so for Send/Recv connections, whose sender may attach at any later call.
+  bool setUpTogether = false;
 };
 
 // The device of a net with devices named `deviceNames` that a connection to `peerRank`
@@ -113,7 +117,8 @@ bool receiverGpuBuffersAllowed(const PeerInfo& self, const PeerInfo& peer, const
 // GPU): its Simple slots go on the sender's GPU instead, written there locally and read by
 // the receiver's kernels. As NCCL: NCCL_P2P_READ_ENABLE=1 or 0 decides; unset, the GPUs are
 // NVLink peers of compute capability 8.0 (Ampere; Hopper writes). Also needs the receiver's
-// GPU to reach the sender's (link.mineReadsPeer).
+// GPU to reach the sender's (link.mineReadsPeer), and across processes (SHM, where the
+// receiver maps the slots once its sender has shared them) link.setUpTogether.
 bool simpleSlotsOnSenderGpu(const PeerInfo& self, const PeerInfo& peer, const LinkContext& link);
 
 enum class TransportId : uint32_t { P2p = 1, Shm = 2, Net = 3 };
@@ -133,11 +138,11 @@ struct ConnectHandle {
   uint64_t bytes;       // size of the mapped FIFO
   FifoLayout layout;
   int32_t ownerPid;
-  int32_t pad2;
-  uint64_t address;     // P2P: the FIFO's address in the shared process
-  char shmName[64];     // SHM: the POSIX shared memory object
-  char netHandle[128];  // NET: the receiver's listen handle (NCCL_NET_HANDLE_MAXSIZE)
-  char noteLink[64];    // NET over a net without notes: the receiver's note link (net/note_link.h)
+  int32_t slotsOnSender;  // SHM with GPU buffers: 1 under P2P read (the sender shares its Simple slots)
+  uint64_t address;       // P2P: the FIFO's address in the shared process
+  char shmName[64];       // SHM: the POSIX shared memory object
+  char netHandle[128];    // NET: the receiver's listen handle (NCCL_NET_HANDLE_MAXSIZE)
+  char noteLink[64];      // NET over a net without notes: the receiver's note link (net/note_link.h)
   // SHM with GPU buffers: the ticket for their descriptor and the allocation's bytes (by
   // file descriptor), or their legacy CUDA IPC handle.
   FdTicket gpuTicket;
@@ -151,9 +156,10 @@ struct ProxyOpTrace;  // net/proxy_op_trace.h
 class ConnectionResource {
  public:
   virtual ~ConnectionResource() = default;
-  // Waits until the connection can carry data (NET: connected by the proxy), or until either
-  // flag (either may be null) is set. Memory transports are ready at once.
-  virtual ncclResult_t awaitReady(const std::atomic<uint32_t>* /*abortFlag*/,
+  // Waits until the connection can carry data (NET: connected by the proxy; SHM under P2P
+  // read: the receiver has mapped its sender's Simple slots, and points `end` at them), or
+  // until either flag (either may be null) is set. Other memory transports are ready at once.
+  virtual ncclResult_t awaitReady(FifoEnd* /*end*/, const std::atomic<uint32_t>* /*abortFlag*/,
                                   const std::atomic<uint32_t>* /*revokeFlag*/) {
     return ncclSuccess;
   }

@@ -16,14 +16,17 @@ LinkContext linkTo(const ncclComm* comm, int peer) {
 
 }  // namespace
 
-ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn) {
+ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn,
+                               bool setUpTogether) {
   const PeerInfo& self = comm->peers[comm->rank];
   const Transport* t = selectTransport(self, comm->peers[peer]);
   ConnectHandle handle;
   memset(static_cast<void*>(&handle), 0, sizeof(handle));  // padding too: the handle crosses the network
-  const ncclResult_t made = t == nullptr ? ncclSystemError
-                                         : t->createReceiver(layout, self, comm->peers[peer], linkTo(comm, peer),
-                                                             &handle, &conn->end, &conn->resource);
+  LinkContext link = linkTo(comm, peer);
+  link.setUpTogether = setUpTogether;
+  const ncclResult_t made =
+      t == nullptr ? ncclSystemError
+                   : t->createReceiver(layout, self, comm->peers[peer], link, &handle, &conn->end, &conn->resource);
   if (made != ncclSuccess) {
     // The peer waits for this handle: a failed one (no transport) tells it at once, instead
     // of leaving it to the bootstrap's timeout.
@@ -63,7 +66,7 @@ ncclResult_t awaitConnections(ncclComm* comm) {
   const std::atomic<uint32_t>* revoke = comm->revokeFlag.load() == 0 ? &comm->revokeFlag : nullptr;
   ncclResult_t result = ncclSuccess;
   comm->forEachConnection([&](Connection& c) {
-    if (result == ncclSuccess && c.resource) result = c.resource->awaitReady(&comm->abortFlag, revoke);
+    if (result == ncclSuccess && c.resource) result = c.resource->awaitReady(&c.end, &comm->abortFlag, revoke);
   });
   return result;
 }

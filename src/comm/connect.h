@@ -11,7 +11,10 @@
 namespace chorus {
 
 // Lays out the FIFO for data from `peer` and sends the peer its handle (tag `tag`).
-ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn);
+// `setUpTogether`: a collective channel's connection, whose sender attaches in the same
+// set-up and which awaitConnections awaits on both ends (LinkContext::setUpTogether).
+ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn,
+                               bool setUpTogether = false);
 
 // A wait for a handle that comes when the peer reaches a call (a Send's connection on first
 // use: the peer's first Recv from this rank): what it waits for, and whether it timed out.

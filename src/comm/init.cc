@@ -165,7 +165,8 @@ ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
     sendTo.insert(peer);
   }
   const int tag = kChannelTagBase + ch.id;
-  for (int peer : recvFrom) CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer]));
+  for (int peer : recvFrom)
+    CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer], /*setUpTogether=*/true));
   for (int peer : sendTo) {
     CHORUS_CHECK(attachSenderTo(comm, peer, tag, &ch.send[peer]));
     const std::string where = ch.send[peer].resource ? ch.send[peer].resource->describe() : "";

@@ -73,7 +73,10 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
     ncclComm* comm = comms[i];
     // After a revoke (a shrink's exchange) only an abort ends the wait, as in awaitConnections.
     const std::atomic<uint32_t>* revoke = comm->revokeFlag.load() == 0 ? &comm->revokeFlag : nullptr;
-    for (int peer : needs[i].sendTo) CHORUS_CHECK(comm->p2pSend[peer].resource->awaitReady(&comm->abortFlag, revoke));
+    for (int peer : needs[i].sendTo) {
+      Connection& conn = comm->p2pSend[peer];
+      CHORUS_CHECK(conn.resource->awaitReady(&conn.end, &comm->abortFlag, revoke));
+    }
   }
   return ncclSuccess;
 }

@@ -3,10 +3,9 @@
 // which "GPU" holds each block, and the launches are recorded instead of run. Checks where
 // each connection's buffers live (the receiver's GPU when the GPUs are within
 // NCCL_P2P_LEVEL and can reach each other, else host memory), that the sender's GPU was
-// given access to them (in one process) or mapped them (CUDA IPC, across processes), and
-// that nothing is left allocated or mapped after destroy or a failed init.
+// given access to them, and that nothing is left allocated or mapped after destroy or a
+// failed init. Across processes (SHM, CUDA IPC): shm_gpu_buffers_test.cc.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,7 +28,6 @@
 #include "src/topo/topo_system.h"
 #include "src/topo/topo_xml.h"
 #include "stand_in_gpu_memory.h"
-#include "transport/shm_gpu_buffers.h"
 #include "warnings_during.h"
 
 namespace chorus {
@@ -408,139 +406,6 @@ TEST_F(GpuP2pTransportTest, AFailedAllocationOrPeerAccessFailsInitWithoutLeaks) 
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("cannot write"), std::string::npos)
       << ncclGetLastError(nullptr);
 }
-
-// Across processes (the SHM transport, driven here at the transport seam with two
-// PeerInfos of different processes): the control block in /dev/shm, the buffers in the
-// receiver's GPU memory, mapped by the sender through a CUDA IPC handle.
-class ShmGpuBuffersBase : public ::testing::Test {
- protected:
-  virtual bool byFd() const = 0;
-  void SetUp() override {
-    memory_.byFd = byFd();
-    for (int r = 0; r < 2; ++r) {
-      PeerInfo& p = peers_[r];
-      p = PeerInfo{};
-      p.rank = r;
-      p.cudaDev = r;
-      p.pid = static_cast<int>(getpid());
-      p.hostHash = 7;
-      p.shmDevId = 9;
-      p.processId = 0x5eed0000u + static_cast<uint64_t>(r);  // no liveness file: watched by timeout only
-      p.gpuComm = 1;
-      p.topoGpu = r;
-      p.gpuReach = 3;
-    }
-    layout_.nSlots = 2;
-    layout_.slotBytes[static_cast<int>(Protocol::Simple)] = 4096;
-    layout_.slotBytes[static_cast<int>(Protocol::LL)] = 1024;
-    layout_.slotBytes[static_cast<int>(Protocol::LL128)] = 1024;
-    link_.gpuMemory = &memory_;
-    link_.gpuPath = static_cast<int>(PathType::NVL);
-    link_.peerWritesMine = true;
-  }
-  // Rank 1 receives from rank 0: rank 1 creates, rank 0 attaches.
-  ncclResult_t connect() {
-    const ncclResult_t made =
-        shmTransport().createReceiver(layout_, peers_[1], peers_[0], link_, &handle_, &recvEnd_, &recv_);
-    if (made != ncclSuccess) return made;
-    return shmTransport().attachSender(handle_, peers_[0], peers_[1], link_, &sendEnd_, &send_);
-  }
-
-  StandInGpuMemory memory_;
-  PeerInfo peers_[2];
-  FifoLayout layout_;
-  LinkContext link_;
-  ConnectHandle handle_{};
-  FifoEnd recvEnd_, sendEnd_;
-  std::unique_ptr<ConnectionResource> recv_, send_;
-};
-
-// Both ways of sharing (the parameter: by file descriptor, else by legacy handle).
-class ShmGpuBuffersTest : public ShmGpuBuffersBase, public ::testing::WithParamInterface<bool> {
- protected:
-  bool byFd() const override { return GetParam(); }
-};
-class ShmGpuBuffersByFdTest : public ShmGpuBuffersBase {
- protected:
-  bool byFd() const override { return true; }
-};
-
-TEST_P(ShmGpuBuffersTest, TheSenderMapsTheReceiversGpuMemoryThroughIpc) {
-  ASSERT_EQ(connect(), ncclSuccess);
-  EXPECT_EQ(handle_.gpuBuffers, GetParam() ? kGpuBuffersByFd : kGpuBuffersByHandle);
-  EXPECT_LT(handle_.bytes, layout_.totalBytes()) << "only the control block is in /dev/shm";
-  for (int p = 0; p < kNumProtocols; ++p) {
-    EXPECT_EQ(memory_.deviceOf(recvEnd_.buffs[p]), 1) << "the receiver's GPU";
-    EXPECT_EQ(sendEnd_.buffs[p], recvEnd_.buffs[p]) << "the stand-in maps at the same address";
-  }
-  EXPECT_TRUE(recvEnd_.gpuBuffers && sendEnd_.gpuBuffers);
-  EXPECT_NE(recvEnd_.ctrl, sendEnd_.ctrl) << "each process maps the control block itself";
-  sendEnd_.ctrl->tail = 5;
-  EXPECT_EQ(recvEnd_.ctrl->tail, 5u) << "one control block in /dev/shm";
-  EXPECT_EQ(memory_.imported(), 1u);
-  send_.reset();
-  EXPECT_EQ(memory_.imported(), 0u) << "the sender unmaps on destroy";
-  recv_.reset();
-  EXPECT_EQ(memory_.live(), 0u);
-}
-
-// A receiver destroyed while its sender still has the buffers mapped: legacy memory is kept
-// until the sender lets go (freeing it under the sender's kernels would fault its GPU
-// context); memory shared by descriptor is released at once and lives on in the mapping.
-TEST_P(ShmGpuBuffersTest, TheReceiverFreesItsGpuMemoryOnlyAfterTheSenderUnmappedIt) {
-  ASSERT_EQ(connect(), ncclSuccess);
-  recv_.reset();
-  EXPECT_EQ(memory_.live(), 1u) << "still mapped by the sender";
-  EXPECT_EQ(memory_.badReleases(), 0) << "legacy memory was released under the sender's mapping";
-  send_.reset();
-  EXPECT_EQ(memory_.imported(), 0u);
-  EXPECT_EQ(memory_.live(), 0u) << "freed once the sender unmapped it";
-  EXPECT_EQ(memory_.badReleases(), 0);
-}
-
-TEST_P(ShmGpuBuffersTest, AnImportThatFailsIsAClearErrorWithoutLeaks) {
-  memory_.failImports = true;
-  EXPECT_EQ(connect(), ncclUnhandledCudaError);
-  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("cannot map rank 1's FIFO"), std::string::npos)
-      << ncclGetLastError(nullptr);
-  recv_.reset();
-  EXPECT_EQ(memory_.live(), 0u);
-  EXPECT_EQ(memory_.imported(), 0u);
-}
-
-// A path beyond NCCL_P2P_LEVEL, or NCCL_P2P_DISABLE, keeps the whole FIFO in /dev/shm.
-TEST_P(ShmGpuBuffersTest, OutsideTheP2pLevelTheFifoIsAllInSharedMemory) {
-  link_.gpuPath = static_cast<int>(PathType::SYS);
-  ASSERT_EQ(connect(), ncclSuccess);
-  EXPECT_EQ(handle_.gpuBuffers, 0u);
-  EXPECT_FALSE(recvEnd_.gpuBuffers || sendEnd_.gpuBuffers);
-  EXPECT_EQ(memory_.allocations(), 0);
-  send_.reset();
-  recv_.reset();
-
-  link_.gpuPath = static_cast<int>(PathType::NVL);
-  setenv("NCCL_P2P_DISABLE", "1", 1);
-  const ncclResult_t made = connect();
-  unsetenv("NCCL_P2P_DISABLE");
-  ASSERT_EQ(made, ncclSuccess);
-  EXPECT_EQ(handle_.gpuBuffers, 0u);
-  EXPECT_EQ(memory_.allocations(), 0);
-}
-
-// A ticket redeemed once cannot be redeemed again: a second sender gets a clear error.
-TEST_F(ShmGpuBuffersByFdTest, ADescriptorIsHandedOutOnce) {
-  ASSERT_EQ(connect(), ncclSuccess);
-  std::vector<char> segment(gpuFifoSegmentBytes());
-  GpuBuffers again;
-  EXPECT_EQ(mapSenderBuffers(handle_, segment.data(), peers_[0], peers_[1], link_, &again), ncclRemoteError);
-  EXPECT_EQ(again.address, nullptr);
-  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("does not offer"), std::string::npos)
-      << ncclGetLastError(nullptr);
-}
-
-INSTANTIATE_TEST_SUITE_P(Sharing, ShmGpuBuffersTest, ::testing::Bool(), [](const ::testing::TestParamInfo<bool>& info) {
-  return info.param ? "ByFileDescriptor" : "ByLegacyHandle";
-});
 
 }  // namespace
 }  // namespace chorus

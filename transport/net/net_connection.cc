@@ -447,7 +447,7 @@ void NetConnection::closeComms() {
   listenComm_ = nullptr;
 }
 
-ncclResult_t NetConnection::awaitReady(const std::atomic<uint32_t>* abortFlag,
+ncclResult_t NetConnection::awaitReady(FifoEnd* /*end*/, const std::atomic<uint32_t>* abortFlag,
                                        const std::atomic<uint32_t>* revokeFlag) {
   const auto start = std::chrono::steady_clock::now();
   const double limit = connectTimeoutSec();

@@ -83,7 +83,8 @@ class NetConnection final : public ProxyConnection, public ConnectionResource {
   static bool drive(void* self);
   void announceSleep(uint32_t bell) override;
   void drivenByKernel() override { drivenByKernel_.store(true); }
-  ncclResult_t awaitReady(const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag) override;
+  ncclResult_t awaitReady(FifoEnd* end, const std::atomic<uint32_t>* abortFlag,
+                          const std::atomic<uint32_t>* revokeFlag) override;
   // The sender's staging slots once every step has gone out; never the receiver's, into
   // which the proxy may be receiving the peer's next step at any time.
   size_t releaseIdleSlots() override;
