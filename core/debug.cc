@@ -1,5 +1,6 @@
 #include "core/debug.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,6 +30,11 @@ struct LogConfig {
 };
 
 std::mutex gLogMutex;
+// A fork while another thread holds the log's mutex (every WARN takes it) would leave the
+// child's copy locked, and the child's first WARN would hang: the forking thread holds it
+// across fork() instead.
+[[maybe_unused]] const int gLogMutexForkSafe =
+    pthread_atfork([] { gLogMutex.lock(); }, [] { gLogMutex.unlock(); }, [] { gLogMutex.unlock(); });
 std::atomic<LogSink> gLogSink{nullptr};
 std::atomic<bool> gLogReady{false};
 LogConfig gLog;
@@ -167,6 +173,7 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
     return;
   }
   long tid = syscall(SYS_gettid);
+  const int pid = getpid();  // not the pid cached at set-up: a forked child's lines name the child
   std::lock_guard<std::mutex> lock(gLogMutex);
   char stamp[128] = "";
   if ((gLog.timestampLevels >> static_cast<int>(level)) & 1) {
@@ -176,13 +183,11 @@ void logMessage(LogLevel level, uint64_t subsys, int rank, const char* file, int
     if (strftime(stamp, sizeof(stamp), gLog.timestampFormat.c_str(), &local) == 0) stamp[0] = '\0';
   }
   if (level == LogLevel::Warn) {
-    fprintf(gLog.file, "%s%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", stamp, gLog.host, gLog.pid, tid, rank, file, line,
-            text);
+    fprintf(gLog.file, "%s%s:%d:%ld [%d] %s:%d NCCL WARN %s\n", stamp, gLog.host, pid, tid, rank, file, line, text);
   } else if (level == LogLevel::Trace) {
-    fprintf(gLog.file, "%s%s:%d:%ld [%d] %s:%d NCCL TRACE %s\n", stamp, gLog.host, gLog.pid, tid, rank, file, line,
-            text);
+    fprintf(gLog.file, "%s%s:%d:%ld [%d] %s:%d NCCL TRACE %s\n", stamp, gLog.host, pid, tid, rank, file, line, text);
   } else {
-    fprintf(gLog.file, "%s%s:%d:%ld [%d] NCCL INFO %s\n", stamp, gLog.host, gLog.pid, tid, rank, text);
+    fprintf(gLog.file, "%s%s:%d:%ld [%d] NCCL INFO %s\n", stamp, gLog.host, pid, tid, rank, text);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "transport/net/proxy.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -27,8 +28,25 @@ constexpr auto kSleepAfter = std::chrono::microseconds(50);
 
 }  // namespace
 
+namespace {
+
+// The process's proxy. A child made by fork() gets a proxy of its own: its copy of the
+// parent's has no thread (fork copies only the forking thread) but says it has, holds the
+// parent's connections, and may have been locked by the parent's proxy thread. That copy
+// is left alone, never destroyed (its thread object would end the program).
+std::atomic<Proxy*> gProxy{nullptr};
+[[maybe_unused]] const int gProxyForkHandler = pthread_atfork(nullptr, nullptr, [] { gProxy.store(nullptr); });
+
+}  // namespace
+
 Proxy& Proxy::instance() {
-  static Proxy* proxy = new Proxy();
+  Proxy* proxy = gProxy.load(std::memory_order_acquire);
+  if (proxy != nullptr) return *proxy;
+  // No lock a fork could leave taken: the first of racing callers installs its proxy (one
+  // not started yet costs nothing to delete).
+  auto* made = new Proxy();
+  if (gProxy.compare_exchange_strong(proxy, made, std::memory_order_acq_rel)) return *made;
+  delete made;
   return *proxy;
 }
 
