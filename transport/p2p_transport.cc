@@ -77,14 +77,9 @@ class HeapBlock {
     return readFrom_ < 0 ? on : on + ", Simple slots of CUDA device " + std::to_string(readFrom_) + " (P2P read)";
   }
   // GPU memory on the receiver's GPU: every buffer, or all but the Simple slots (the last).
-  size_t receiverGpuBytes() const {
-    return readFrom_ < 0 ? layout_.buffersBytes()
-                         : layout_.bufferOffset(static_cast<int>(Protocol::Simple)) - sizeof(StepFifoControl);
-  }
+  size_t receiverGpuBytes() const { return layout_.receiverBuffersBytes(readFrom_ >= 0); }
   // ... and on the sender's: the Simple slots under P2P read.
-  size_t senderGpuBytes() const {
-    return readFrom_ < 0 ? 0 : layout_.totalBytes() - layout_.bufferOffset(static_cast<int>(Protocol::Simple));
-  }
+  size_t senderGpuBytes() const { return readFrom_ < 0 ? 0 : layout_.simpleSlotsBytes(); }
 
  private:
   HeapBlock(const FifoLayout& layout, const GpuFifoMemory* gpu, int device, int readFrom)

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -13,6 +12,7 @@
 #include "core/debug.h"
 #include "core/env.h"
 #include "core/process_liveness.h"
+#include "transport/set_up_wait.h"
 
 namespace chorus {
 namespace {
@@ -36,15 +36,6 @@ IpcShare* ipcShareOf(void* base) {
 // has (the mapping's side).
 uint32_t* importedFlag(void* base, const GpuBuffers& held) {
   return held.slots ? &ipcShareOf(base)->slotsImported : &ipcShareOf(base)->imported;
-}
-
-// The bytes of GPU memory each side allocates: the Simple slots (the last buffer) are the
-// sender's under P2P read, the rest the receiver's.
-size_t simpleSlotsBytes(const FifoLayout& layout) {
-  return layout.totalBytes() - layout.bufferOffset(static_cast<int>(Protocol::Simple));
-}
-size_t receiverGpuBytes(const FifoLayout& layout, bool slotsOnSender) {
-  return layout.buffersBytes() - (slotsOnSender ? simpleSlotsBytes(layout) : 0);
 }
 
 // Allocates `bytes` of shareable memory on `device` and shares it: by file descriptor
@@ -143,7 +134,7 @@ size_t gpuFifoSegmentBytes() { return sizeof(StepFifoControl) + sizeof(IpcShare)
 ncclResult_t shareReceiverBuffers(const FifoLayout& layout, bool slotsOnSender, const PeerInfo& self,
                                   const PeerInfo& peer, const LinkContext& link, ConnectHandle* handle,
                                   GpuBuffers* out) {
-  const size_t bytes = receiverGpuBytes(layout, slotsOnSender);
+  const size_t bytes = layout.receiverBuffersBytes(slotsOnSender);
   GpuBuffers gpu;
   uint64_t allocated = 0;
   std::string why;
@@ -190,7 +181,7 @@ ncclResult_t mapSenderBuffers(const ConnectHandle& handle, void* base, const Pee
 ncclResult_t shareSenderSlots(const FifoLayout& layout, void* base, const PeerInfo& self, const PeerInfo& peer,
                               const LinkContext& link, GpuBuffers* out) {
   IpcShare* share = ipcShareOf(base);
-  const size_t bytes = simpleSlotsBytes(layout);
+  const size_t bytes = layout.simpleSlotsBytes();
   GpuBuffers gpu;
   uint64_t allocated = 0;
   std::string why = "it is not a GPU communicator";
@@ -215,30 +206,37 @@ ncclResult_t mapReceiverSlots(void* base, const GpuFifoMemory& memory, int rank,
                               int peerAliveFd, uint64_t peerProcessId, const std::atomic<uint32_t>* abortFlag,
                               const std::atomic<uint32_t>* revokeFlag, GpuBuffers* out) {
   IpcShare* share = ipcShareOf(base);
-  const auto start = std::chrono::steady_clock::now();
   const double limit = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
   uint32_t how = kSlotsPending;
-  // The sender shares them as it attaches, in the same set-up: a short wait, polled.
-  for (unsigned round = 0; (how = __atomic_load_n(&share->slotsShared, __ATOMIC_ACQUIRE)) == kSlotsPending; ++round) {
-    if (abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed)) return ncclSystemError;
-    if (revokeFlag != nullptr && revokeFlag->load(std::memory_order_relaxed)) {
+  // The sender shares them as it attaches, in the same set-up: a short wait.
+  const SetUpWaitEnd waited = awaitSetUp(
+      [&] {
+        how = __atomic_load_n(&share->slotsShared, __ATOMIC_ACQUIRE);
+        if (how != kSlotsPending) return SetUpPoll::kDone;
+        if (peerAliveFd >= 0 && !peerAlive(peerAliveFd, peerProcessId)) {
+          WARN("SHM: rank %d's process died before it shared its Simple slots (P2P read) with rank %d", peerRank, rank);
+          return SetUpPoll::kFailed;
+        }
+        return SetUpPoll::kWaiting;
+      },
+      abortFlag, revokeFlag, limit);
+  switch (waited) {
+    case SetUpWaitEnd::kDone:
+      break;
+    case SetUpWaitEnd::kFailed:
+      return ncclRemoteError;
+    case SetUpWaitEnd::kAborted:
+      return ncclSystemError;
+    case SetUpWaitEnd::kRevoked:
       WARN("SHM: the communicator was revoked while rank %d waited for rank %d's Simple slots (P2P read)", rank,
            peerRank);
       return ncclSystemError;
-    }
-    if (peerAliveFd >= 0 && !peerAlive(peerAliveFd, peerProcessId)) {
-      WARN("SHM: rank %d's process died before it shared its Simple slots (P2P read) with rank %d", peerRank, rank);
-      return ncclRemoteError;
-    }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit) {
+    case SetUpWaitEnd::kTimedOut:
       WARN(
           "SHM: rank %d did not share its Simple slots (P2P read) with rank %d within %.0f s "
           "(CHORUS_BOOTSTRAP_TIMEOUT)",
           peerRank, rank, limit);
       return ncclRemoteError;
-    }
-    timespec nap{0, round < 100 ? 20 * 1000 : 1000 * 1000};
-    nanosleep(&nap, nullptr);
   }
   if (how != kSlotsByFd && how != kSlotsByHandle) {
     WARN("SHM: rank %d could not share its Simple slots (P2P read) with rank %d (its WARN says why)", peerRank, rank);

@@ -80,9 +80,8 @@ class ShmMapping : public ConnectionResource {
   // What this side allocated: the receiver its buffers (less the Simple slots under P2P
   // read), the sender those slots.
   size_t gpuBytes() const override {
-    const size_t simple = layout_.totalBytes() - layout_.bufferOffset(static_cast<int>(Protocol::Simple));
-    if (gpu_.memory != nullptr && !gpu_.imported) return layout_.buffersBytes() - (p2pRead() ? simple : 0);
-    return slots_.memory != nullptr && !slots_.imported ? simple : 0;
+    if (gpu_.memory != nullptr && !gpu_.imported) return layout_.receiverBuffersBytes(p2pRead());
+    return slots_.memory != nullptr && !slots_.imported ? layout_.simpleSlotsBytes() : 0;
   }
   std::string describe() const override {
     if (gpu_.memory == nullptr) return "";

@@ -117,6 +117,12 @@ struct FifoLayout {
   size_t totalBytes() const { return bufferOffset(kNumProtocols); }
   // The buffers alone, where they live apart from the control block (GPU memory).
   size_t buffersBytes() const { return totalBytes() - sizeof(StepFifoControl); }
+  // The Simple slots, the last buffer: under P2P read they live on the sender's GPU.
+  size_t simpleSlotsBytes() const { return totalBytes() - bufferOffset(static_cast<int>(Protocol::Simple)); }
+  // The buffers on the receiver's side: all, or all but the Simple slots under P2P read.
+  size_t receiverBuffersBytes(bool slotsOnSender) const {
+    return buffersBytes() - (slotsOnSender ? simpleSlotsBytes() : 0);
+  }
 };
 
 // One side of a connection: where the control block and buffers are, plus this

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "nccl.h"
+#include "tests/harness/child_process.h"
 
 namespace {
 
@@ -49,22 +50,6 @@ int once() {
   return mine != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
-// Waits for `pid` up to `seconds`; kills it (and its group) past that. Its exit status,
-// or -1 when it had to be killed.
-int waitWithin(pid_t pid, int seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > until) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -86,7 +71,7 @@ int main(int argc, char** argv) {
       execl(argv[0], argv[0], "--once", static_cast<char*>(nullptr));
       _exit(127);
     }
-    const int status = waitWithin(pid, 30);
+    const int status = chorus_test::ChildProcess(pid, true).exitStatusWithin(std::chrono::seconds(30));
     if (status != 0) {
       fprintf(stderr, "run %d of %d %s\n", run + 1, runs,
               status < 0 ? "hung (killed after 30 s)" : ("failed, exit status " + std::to_string(status)).c_str());

@@ -11,25 +11,14 @@
 #include <vector>
 
 #include "core/debug.h"
+#include "tests/harness/child_process.h"
 #include "transport/net/proxy.h"
 
 namespace chorus {
 namespace {
 
-// Waits up to `seconds` for `pid`; kills it past that. Its exit status, or -1 if killed.
-int exitStatusWithin(pid_t pid, int seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > until) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+using chorus_test::ChildProcess;
+using namespace std::chrono_literals;
 
 // Every WARN takes the log's lock (the last error is kept under it). Forks while another
 // thread WARNs without pause: each child's own WARN must still return.
@@ -45,7 +34,7 @@ TEST(ForkSafety, AChildCanLogWhateverAnotherThreadWasLoggingAtTheFork) {
       WARN("ForkSafety: the child's warning");
       _exit(0);
     }
-    const int status = exitStatusWithin(pid, 5);
+    const int status = ChildProcess(pid).exitStatusWithin(5s);
     hung += status < 0;
     failed += status > 0;
     if (hung > 0) break;  // one is proof enough
@@ -88,7 +77,7 @@ TEST(ForkSafety, AForkedChildGetsAProxyThreadOfItsOwn) {
     Proxy::instance().remove(&childs);
     _exit(0);
   }
-  EXPECT_EQ(exitStatusWithin(pid, 20), 0) << "the child's connection was never progressed";
+  EXPECT_EQ(ChildProcess(pid).exitStatusWithin(20s), 0) << "the child's connection was never progressed";
   Proxy::instance().remove(&parents);
 }
 

@@ -14,8 +14,12 @@
 
 #include <string>
 
+#include "tests/harness/child_process.h"
+
 namespace chorus {
 namespace {
+
+using chorus_test::ChildProcess;
 
 bool exists(const std::string& name) { return access(("/dev/shm/" + name).c_str(), F_OK) == 0; }
 
@@ -35,26 +39,6 @@ void ageFile(int fd) {
   futimens(fd, times);
   close(fd);
 }
-
-// A child process that is killed and reaped when the test leaves, by any path: one left
-// alive would keep ctest's output pipe open and the run would wait for its timeout.
-class ChildProcess {
- public:
-  explicit ChildProcess(pid_t pid) : pid_(pid) {}
-  ~ChildProcess() { kill(); }
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-  pid_t pid() const { return pid_; }
-  void kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_;
-};
 
 // A process that holds `name`'s lock until it is killed (POSIX locks belong to a process:
 // this test cannot play the live process itself).

@@ -12,6 +12,7 @@
 #include "core/env.h"
 #include "core/futex.h"
 #include "device/common/step_stamps.h"
+#include "transport/set_up_wait.h"
 
 namespace chorus {
 namespace {
@@ -449,33 +450,35 @@ void NetConnection::closeComms() {
 
 ncclResult_t NetConnection::awaitReady(FifoEnd* /*end*/, const std::atomic<uint32_t>* abortFlag,
                                        const std::atomic<uint32_t>* revokeFlag) {
-  const auto start = std::chrono::steady_clock::now();
   const double limit = connectTimeoutSec();
-  for (unsigned round = 0;; ++round) {
-    const State state = state_.load(std::memory_order_acquire);
-    if (state == State::Ready) return ncclSuccess;
-    if (state == State::Failed) {
+  const SetUpWaitEnd waited = awaitSetUp(
+      [&] {
+        const State state = state_.load(std::memory_order_acquire);
+        if (state == State::Ready) return SetUpPoll::kDone;
+        return state == State::Failed ? SetUpPoll::kFailed : SetUpPoll::kWaiting;
+      },
+      abortFlag, revokeFlag, limit);
+  switch (waited) {
+    case SetUpWaitEnd::kDone:
+      return ncclSuccess;
+    case SetUpWaitEnd::kFailed:
       WARN(
           "NET/%s : the connection %s rank %d could not be established (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=NET "
           "shows why)",
           net_.name(), sending_ ? "to" : "from", peer_);
       return ncclRemoteError;
-    }
-    if (abortFlag != nullptr && abortFlag->load(std::memory_order_relaxed)) return ncclSystemError;
-    if (revokeFlag != nullptr && revokeFlag->load(std::memory_order_relaxed)) {
+    case SetUpWaitEnd::kAborted:
+      return ncclSystemError;
+    case SetUpWaitEnd::kRevoked:
       WARN("NET/%s : the communicator was revoked while the connection %s rank %d was being established", net_.name(),
            sending_ ? "to" : "from", peer_);
       return ncclSystemError;
-    }
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (waited > limit) {
+    case SetUpWaitEnd::kTimedOut:
       WARN("NET/%s : the connection %s rank %d was not established within %.0f s", net_.name(),
            sending_ ? "to" : "from", peer_, limit);
       return ncclRemoteError;
-    }
-    timespec nap{0, round < 100 ? 20 * 1000 : 1000 * 1000};
-    nanosleep(&nap, nullptr);
   }
+  return ncclInternalError;
 }
 
 }  // namespace chorus
