@@ -49,7 +49,10 @@ inline constexpr int kPacksInFlight = sizeof(T) == 1 ? 2 : 4;
 
 // For aligned buffers: calls batch(at, count) for this thread's whole packs, up to
 // kPacksInFlight<T> at a time (at[u]: the first element of the u-th; each batch's loads are
-// issued before its stores), then tail(i, m) on thread 0 for the last partial pack [i, i + m).
+// issued before its stores), then tail(i, m) for the last partial pack [i, i + m) on the
+// thread forEachTeamPack gives it: every element has one thread on both paths, so passes
+// over one buffer may follow each other without a barrier whichever path each takes
+// (simple_primitives.h's reduceAll).
 template <typename Exec, typename T, typename Batch, typename Tail>
 CHORUS_HD void forEachTeamPackBatch(const Exec& exec, size_t n, Batch&& batch, Tail&& tail) {
   constexpr size_t kPack = Pack16<T>::kElems;
@@ -61,7 +64,7 @@ CHORUS_HD void forEachTeamPackBatch(const Exec& exec, size_t n, Batch&& batch, T
     for (; count < kPacksInFlight<T> && p < packs; ++count, p += stride) at[count] = p * kPack;
     batch(at, count);
   }
-  if (exec.tid() == 0 && packs * kPack < n) tail(packs * kPack, n - packs * kPack);
+  if (packs * kPack < n && static_cast<size_t>(exec.tid()) == packs % stride) tail(packs * kPack, n - packs * kPack);
 }
 
 }  // namespace detail

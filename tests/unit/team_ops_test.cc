@@ -89,5 +89,41 @@ TYPED_TEST(TeamOpsTest, CopyAndReduceWriteEveryElementOnceAndNothingElse) {
   }
 }
 
+// Passes over one buffer follow each other without a barrier (simple_primitives.h's
+// reduceAll and recvReduceCopySend: each thread rereads only what it wrote itself), and
+// the passes may take different paths when only some of their pointers are aligned. So
+// every element, the last partial pack's too, must belong to the same thread on both paths.
+TYPED_TEST(TeamOpsTest, EveryElementHasTheSameThreadAlignedOrNot) {
+  using T = TypeParam;
+  const size_t pack = detail::Pack16<T>::kElems;
+  struct Team {
+    int t, n;
+    int tid() const { return t; }
+    int nthreads() const { return n; }
+  };
+  for (int nthreads : {1, 3, 4, 32}) {
+    for (size_t n : sizesFor(pack)) {
+      std::vector<int> aligned(n, -1), misaligned(n, -1);
+      for (int t = 0; t < nthreads; ++t) {
+        const Team exec{t, nthreads};
+        auto own = [&](std::vector<int>& owner, size_t i, size_t m) {
+          for (size_t e = i; e < i + m; ++e) owner[e] = t;
+        };
+        detail::forEachTeamPack<Team, T>(exec, n, [&](size_t i, size_t m) { own(misaligned, i, m); });
+        detail::forEachTeamPackBatch<Team, T>(
+            exec, n,
+            [&](const size_t* at, int count) {
+              for (int u = 0; u < count; ++u) own(aligned, at[u], pack);
+            },
+            [&](size_t i, size_t m) { own(aligned, i, m); });
+      }
+      for (size_t e = 0; e < n; ++e) {
+        ASSERT_NE(aligned[e], -1) << "n " << n << ": element " << e << " has no thread";
+        ASSERT_EQ(aligned[e], misaligned[e]) << nthreads << " threads, n " << n << ": element " << e;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chorus
