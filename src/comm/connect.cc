@@ -9,21 +9,23 @@ namespace chorus {
 namespace {
 
 // What the transports are told of the pair beyond the peers' information: a GPU
-// communicator's GPU memory and the path between the two GPUs.
-LinkContext linkTo(const ncclComm* comm, int peer) {
-  return comm->gpuLinks.empty() ? LinkContext{} : comm->gpuLinks[peer];
+// communicator's GPU memory and the path between the two GPUs (none for one-sided
+// connections: host memory), and whether both ends are set up together.
+LinkContext linkTo(const ncclComm* comm, int peer, ConnectionUse use) {
+  LinkContext link = comm->gpuLinks.empty() || use == ConnectionUse::kOneSided ? LinkContext{} : comm->gpuLinks[peer];
+  link.setUpTogether = use == ConnectionUse::kChannel;
+  return link;
 }
 
 }  // namespace
 
 ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn,
-                               bool setUpTogether) {
+                               ConnectionUse use) {
   const PeerInfo& self = comm->peers[comm->rank];
   const Transport* t = selectTransport(self, comm->peers[peer]);
   ConnectHandle handle;
   memset(static_cast<void*>(&handle), 0, sizeof(handle));  // padding too: the handle crosses the network
-  LinkContext link = linkTo(comm, peer);
-  link.setUpTogether = setUpTogether;
+  const LinkContext link = linkTo(comm, peer, use);
   const ncclResult_t made =
       t == nullptr ? ncclSystemError
                    : t->createReceiver(layout, self, comm->peers[peer], link, &handle, &conn->end, &conn->resource);
@@ -38,7 +40,7 @@ ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layou
   return comm->bootstrap->send(peer, tag, &handle, sizeof(handle));
 }
 
-ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, CallWait* forCall) {
+ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, ConnectionUse use, CallWait* forCall) {
   ConnectHandle handle;
   CHORUS_CHECK(forCall != nullptr ? comm->bootstrap->recvForCall(peer, tag, &handle, sizeof(handle), comm->timeoutSec,
                                                                  forCall->what, &forCall->timedOut)
@@ -54,7 +56,7 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn,
          static_cast<unsigned>(handle.transport));
     return ncclInternalError;
   }
-  CHORUS_CHECK(t->attachSender(handle, comm->peers[comm->rank], comm->peers[peer], linkTo(comm, peer), &conn->end,
+  CHORUS_CHECK(t->attachSender(handle, comm->peers[comm->rank], comm->peers[peer], linkTo(comm, peer, use), &conn->end,
                                &conn->resource));
   conn->transport = t;
   return ncclSuccess;

@@ -10,11 +10,18 @@
 
 namespace chorus {
 
+// What a connection carries, which decides what its transports are told (LinkContext).
+enum class ConnectionUse {
+  kChannel,   // a collective channel's: its sender attaches in the same set-up, and
+              // awaitConnections awaits both ends (LinkContext::setUpTogether)
+  kSendRecv,  // Send/Recv's, made on a pair's first call: its sender may attach any time later
+  kOneSided,  // one-sided calls' (src/rma): host threads at both ends copy its bytes, so its
+              // FIFO is in host memory on a GPU communicator too
+};
+
 // Lays out the FIFO for data from `peer` and sends the peer its handle (tag `tag`).
-// `setUpTogether`: a collective channel's connection, whose sender attaches in the same
-// set-up and which awaitConnections awaits on both ends (LinkContext::setUpTogether).
 ncclResult_t createReceiverFor(ncclComm* comm, int peer, const FifoLayout& layout, int tag, Connection* conn,
-                               bool setUpTogether = false);
+                               ConnectionUse use);
 
 // A wait for a handle that comes when the peer reaches a call (a Send's connection on first
 // use: the peer's first Recv from this rank): what it waits for, and whether it timed out.
@@ -23,9 +30,11 @@ struct CallWait {
   bool timedOut = false;
 };
 
-// Waits for `peer`'s handle (tag `tag`) and attaches to its receiver. With `forCall` the wait
-// is the call's (CHORUS_TIMEOUT), and forCall says what it waits for and how it ended.
-ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, CallWait* forCall = nullptr);
+// Waits for `peer`'s handle (tag `tag`) and attaches to its receiver, made for the same
+// use. With `forCall` the wait is the call's (CHORUS_TIMEOUT), and forCall says what it
+// waits for and how it ended.
+ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, ConnectionUse use,
+                            CallWait* forCall = nullptr);
 
 // Waits until every connection of the communicator can carry data (NET connections are
 // completed by the proxy thread after both halves above have run).

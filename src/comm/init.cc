@@ -166,9 +166,9 @@ ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
   }
   const int tag = kChannelTagBase + ch.id;
   for (int peer : recvFrom)
-    CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer], /*setUpTogether=*/true));
+    CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer], ConnectionUse::kChannel));
   for (int peer : sendTo) {
-    CHORUS_CHECK(attachSenderTo(comm, peer, tag, &ch.send[peer]));
+    CHORUS_CHECK(attachSenderTo(comm, peer, tag, &ch.send[peer], ConnectionUse::kChannel));
     const std::string where = ch.send[peer].resource ? ch.send[peer].resource->describe() : "";
     INFO(kSubsysInit | kSubsysP2p | kSubsysShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s%s%s", ch.id, comm->rank,
          comm->cudaDev, peer, comm->peers[peer].cudaDev, ch.send[peer].transport->name(), where.empty() ? "" : "/",

@@ -45,7 +45,8 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
   for (size_t i = 0; i < comms.size(); ++i) {
     ncclComm* comm = comms[i];
     for (int peer : needs[i].recvFrom)
-      CHORUS_CHECK(createReceiverFor(comm, peer, comm->p2pLayout, kP2pTag, &comm->p2pRecv[peer]));
+      CHORUS_CHECK(
+          createReceiverFor(comm, peer, comm->p2pLayout, kP2pTag, &comm->p2pRecv[peer], ConnectionUse::kSendRecv));
   }
   // Phase 2: senders attach; their peers' handles are already on the way.
   for (size_t i = 0; i < comms.size(); ++i) {
@@ -54,7 +55,8 @@ ncclResult_t connectPendingPeers(const std::vector<ncclComm*>& comms) {
       // The peer sends its receiver's handle when it reaches its first Recv from this rank.
       CallWait call{"rank " + std::to_string(peer) + "'s first Recv from rank " + std::to_string(comm->rank) +
                     ", which makes their connection"};
-      const ncclResult_t attached = attachSenderTo(comm, peer, kP2pTag, &comm->p2pSend[peer], &call);
+      const ncclResult_t attached =
+          attachSenderTo(comm, peer, kP2pTag, &comm->p2pSend[peer], ConnectionUse::kSendRecv, &call);
       if (call.timedOut) {
         writeHangReport(*comm, "a call timed out (CHORUS_TIMEOUT)",
                         "Send to rank " + std::to_string(peer) + " waits for " + call.what);

@@ -46,10 +46,11 @@ void idle(uint64_t rounds) {
 ncclResult_t connectRmaPeers(ncclComm* comm) {
   const FifoLayout layout = rmaLayout(comm);
   for (int peer = 0; peer < comm->nranks; ++peer)
-    if (peer != comm->rank) CHORUS_CHECK(createReceiverFor(comm, peer, layout, kRmaTag, &comm->rmaRecv[peer]));
+    if (peer != comm->rank)
+      CHORUS_CHECK(createReceiverFor(comm, peer, layout, kRmaTag, &comm->rmaRecv[peer], ConnectionUse::kOneSided));
   for (int peer = 0; peer < comm->nranks; ++peer) {
     if (peer == comm->rank) continue;
-    CHORUS_CHECK(attachSenderTo(comm, peer, kRmaTag, &comm->rmaSend[peer]));
+    CHORUS_CHECK(attachSenderTo(comm, peer, kRmaTag, &comm->rmaSend[peer], ConnectionUse::kOneSided));
     INFO(kSubsysP2p, "One-sided: %d[%d] -> %d[%d] via %s", comm->rank, comm->cudaDev, peer, comm->peers[peer].cudaDev,
          comm->rmaSend[peer].transport->name());
   }

@@ -407,5 +407,44 @@ TEST_F(GpuP2pTransportTest, AFailedAllocationOrPeerAccessFailsInitWithoutLeaks) 
       << ncclGetLastError(nullptr);
 }
 
+// One-sided calls on GPU communicators: host threads copy a put's bytes into its
+// connection's slots and out again (src/rma), so those connections stay in host memory even
+// where the ranks' channel connections are in GPU memory (a host memcpy into real device
+// memory would crash the process).
+TEST_F(GpuP2pTransportTest, OneSidedConnectionsStayInHostMemory) {
+  ASSERT_EQ(initOn("dgx_h100.xml", {0, 1}), ncclSuccess);
+  expectBuffersOnReceiversGpu();
+  std::vector<float> window[2] = {std::vector<float>(1024, -1.0f), std::vector<float>(1024, -1.0f)};
+  ncclWindow_t win[2] = {};
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclCommWindowRegister(comms_[r], window[r].data(), window[r].size() * sizeof(float), &win[r],
+                                     NCCL_WIN_DEFAULT),
+              ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  std::vector<float> src(100);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) + 0.5f;
+  ASSERT_EQ(
+      ncclPutSignal(src.data(), src.size(), ncclFloat32, 1, win[0], 16 * sizeof(float), 0, 0, 0, comms_[0], nullptr),
+      ncclSuccess)
+      << ncclGetLastError(comms_[0]);
+  ncclWaitSignalDesc_t desc = {1, 0, 0, 0};
+  ASSERT_EQ(ncclWaitSignal(1, &desc, comms_[1], nullptr), ncclSuccess) << ncclGetLastError(comms_[1]);
+  for (size_t i = 0; i < window[1].size(); ++i) {
+    const bool put = i >= 16 && i < 16 + src.size();
+    ASSERT_EQ(window[1][i], put ? src[i - 16] : -1.0f) << "element " << i;
+  }
+  for (int r = 0; r < 2; ++r) {
+    const int peer = 1 - r;
+    for (const Connection* c : {&comms_[r]->rmaSend[peer], &comms_[r]->rmaRecv[peer]}) {
+      ASSERT_TRUE(c->connected()) << "rank " << r;
+      EXPECT_FALSE(c->end.gpuBuffers) << "rank " << r;
+      for (int p = 0; p < kNumProtocols; ++p)
+        EXPECT_EQ(gMemory->deviceOf(c->end.buffs[p]), -1) << "rank " << r << " proto " << p;
+    }
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(ncclCommWindowDeregister(comms_[r], win[r]), ncclSuccess);
+}
+
 }  // namespace
 }  // namespace chorus
