@@ -92,9 +92,18 @@ class CudaExec {
   static constexpr int kLineThreads = 8;
   static_assert(kCudaThreadsPerLane % 32 == 0, "a line's eight threads lie in one warp");
 
+  // The eight lanes of this thread's warp that hold its line.
+  __device__ static unsigned lineGroup() {
+    const unsigned lane = threadIdx.x % 32;
+    return 0xffu << (lane & ~7u);
+  }
+
   // This thread's piece of a line: one 16-byte store, which the warp's eight threads of the
-  // line make together, so the line leaves as one 128-byte store.
+  // line make together, so the line leaves as one 128-byte store. The threads took paths
+  // of different lengths to get here (the last one holds 8 payload bytes, the others 16),
+  // and nothing else makes them issue the store as one instruction: the __syncwarp does.
   __device__ static void writeLinePiece(uint64_t* line, int piece, uint64_t w0, uint64_t w1) {
+    __syncwarp(lineGroup());
     asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(line + 2 * piece), "l"(w0), "l"(w1) : "memory");
   }
 
@@ -103,13 +112,15 @@ class CudaExec {
   // the line is read in one 128-byte load; the same answer for all eight.
   __device__ bool readLinePiece(const uint64_t* line, int piece, uint64_t flag, uint64_t* w0, uint64_t* w1,
                                 const FifoEnd& end) {
-    const unsigned lane = threadIdx.x % 32;
-    const unsigned group = 0xffu << (lane & ~7u);  // the eight lanes holding this line
+    const unsigned group = lineGroup();
     const bool flagPiece = piece == kLineThreads - 1;
     const uint64_t* at = line + 2 * piece;
     uint64_t start = 0;
     for (uint32_t polls = 1;; ++polls) {
       uint64_t a, b;
+      // The eight loads must be one instruction, or a piece loaded before the flag's could
+      // be the previous step's while the flag is this one's (a torn line passed as whole).
+      __syncwarp(group);
       asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(at) : "memory");
       if (__all_sync(group, !flagPiece || b == flag)) {
         *w0 = a;

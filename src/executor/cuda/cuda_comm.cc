@@ -153,9 +153,17 @@ ncclResult_t CudaComm::stagingFor(size_t bytes, size_t* index) {
 
 ncclResult_t CudaComm::stage(ncclComm* comm, const std::vector<Lane*>& lanes, ncclDataType_t dtype, RedKind kind,
                              const std::vector<cudaStream_t>& streams) {
-  CHORUS_CHECK(asyncError(*comm));
   DeviceScope scope(device_);
-  RelaxedCapture relaxed;
+  RelaxedCapture relaxed;  // first: asyncError queries an event, which a global capture refuses
+  if (const ncclResult_t failed = asyncError(*comm); failed != ncclSuccess) {
+    // A kernel of this communicator failed, or the GPU's context is lost: the communicator
+    // is failed for good, and its peers learn it from the connections now rather than at
+    // their timeouts (a kernel that faulted could not tell them).
+    int expected = ncclSuccess;
+    comm->asyncResult.compare_exchange_strong(expected, failed);
+    comm->breakConnections();
+    return failed;
+  }
   CHORUS_CHECK(syncImage(comm));
   size_t index = 0;
   CHORUS_CHECK(stagingFor(launchImageBytes(lanes), &index));
@@ -209,8 +217,11 @@ ncclResult_t CudaComm::launch(const ncclComm& comm, const Staged& s) {
     return ncclSuccess;
   };
   ncclResult_t result = ncclSuccess;
-  if (!capturing && lastKernelRecorded_) {
-    const cudaError_t err = cudaStreamWaitEvent(stream, lastKernel_, 0);
+  // After this communicator's previous kernel, eager or in a graph: a captured launch waits
+  // (at each replay) for the kernel last recorded when the replay runs (an external wait),
+  // and records itself for the launches after it (an external record, below).
+  if (lastKernelRecorded_ || lastKernelInGraph_) {
+    const cudaError_t err = cudaStreamWaitEvent(stream, lastKernel_, capturing ? cudaEventWaitExternal : 0);
     if (err != cudaSuccess) result = warnCudaFailure("cudaStreamWaitEvent", err, rank);
   }
   for (size_t i = 1; i < s.streams.size() && result == ncclSuccess; ++i) result = order(s.streams[i], stream);
@@ -226,12 +237,16 @@ ncclResult_t CudaComm::launch(const ncclComm& comm, const Staged& s) {
     Staging& staging = staging_[s.staging];
     if (capturing) {
       staging.captured = true;  // every replay reads it
+      const cudaError_t err = cudaEventRecordWithFlags(lastKernel_, stream, cudaEventRecordExternal);
+      if (err != cudaSuccess) result = warnCudaFailure("cudaEventRecordWithFlags", err, rank);
+      lastKernelInGraph_ = err == cudaSuccess;
     } else {
       // At once: the staging must not look free while this kernel may read it.
       cudaError_t err = cudaEventRecord(staging.done, stream);
       if (err == cudaSuccess) err = cudaEventRecord(lastKernel_, stream);
       if (err != cudaSuccess) result = warnCudaFailure("cudaEventRecord", err, rank);
       lastKernelRecorded_ = err == cudaSuccess;
+      lastKernelInGraph_ = false;
     }
   }
   for (size_t i = 1; i < s.streams.size() && result == ncclSuccess; ++i) result = order(stream, s.streams[i]);
@@ -254,10 +269,16 @@ ncclResult_t CudaComm::asyncError(const ncclComm& comm) {
 // A kernel that faulted (an illegal address, a trap) records nothing: the GPU's context is
 // lost, and every later CUDA call on it fails with that error. The last kernel's event says
 // so, where no status would.
+// Not known while the event was last recorded in a graph (its replays record it), nor
+// while a capture refuses the query.
 ncclResult_t CudaComm::stickyError(const ncclComm& comm) {
-  if (!lastKernelRecorded_.load(std::memory_order_acquire)) return ncclSuccess;
+  if (!lastKernelRecorded_.load(std::memory_order_acquire) || lastKernelInGraph_.load()) return ncclSuccess;
+  RelaxedCapture relaxed;  // this thread may be capturing (a watchdog polling ncclCommGetAsyncError)
   const cudaError_t err = cudaEventQuery(lastKernel_);
-  if (err == cudaSuccess || err == cudaErrorNotReady) return ncclSuccess;
+  if (err == cudaSuccess || err == cudaErrorNotReady || err == cudaErrorCapturedEvent ||
+      err == cudaErrorStreamCaptureUnsupported || err == cudaErrorStreamCaptureInvalidated ||
+      err == cudaErrorStreamCaptureImplicit)
+    return ncclSuccess;
   if (!reported_.exchange(true)) {
     WARN(
         "CUDA executor: rank %d: the GPU reported %s (%s) after this communicator's kernels; its CUDA context is "

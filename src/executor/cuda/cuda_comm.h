@@ -84,6 +84,7 @@ class CudaComm final : public GpuComm {
   // they share the FIFOs and the GPU's step counters.
   cudaEvent_t lastKernel_ = nullptr;
   std::atomic<bool> lastKernelRecorded_{false};  // read by asyncError, from any thread
+  std::atomic<bool> lastKernelInGraph_{false};   // ... last recorded by a captured launch
   std::atomic<bool> reported_{false};            // asyncError may be called from any thread
   bool warnedLegacyStream_ = false;
 };

@@ -132,6 +132,7 @@ class CudaFifoMemory : public GpuFifoMemory {
   bool enablePeerAccess(int from, int to, std::string* why) const override {
     if (from == to) return true;
     DeviceScope scope(from);
+    RelaxedCapture relaxed;  // a Send/Recv connection made on first use may come during a capture
     const cudaError_t err = cudaDeviceEnablePeerAccess(to, 0);
     if (err == cudaSuccess) return true;
     if (err == cudaErrorPeerAccessAlreadyEnabled) {
@@ -172,6 +173,7 @@ class CudaFifoMemory : public GpuFifoMemory {
 
   void* importFd(int device, int fd, size_t bytes, std::string* why) const override {
     DeviceScope scope(device);
+    RelaxedCapture relaxed;
     CUmemGenericAllocationHandle handle;
     const CUresult r = cuMem().importHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -212,6 +214,7 @@ class CudaFifoMemory : public GpuFifoMemory {
 
   void closeImported(int device, void* memory) const override {
     DeviceScope scope(device);
+    RelaxedCapture relaxed;
     if (unmapOwn(memory)) return;
     if (cudaIpcCloseMemHandle(memory) != cudaSuccess) cudaGetLastError();
   }
@@ -362,15 +365,14 @@ class CudaFifoMemory : public GpuFifoMemory {
     prop.location.id = device;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     // A NIC may register it (GPUDirect RDMA: ncclMemAlloc's memory, as NCCL's) where the
-    // driver allows that of cuMem memory.
-    // (The runtime numbers device attributes as the driver does; its enum lacks this one.)
-    constexpr auto kRdmaWithVmm =
-        static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
+    // driver allows that of cuMem memory. Asked of the driver: the runtime's enum of device
+    // attributes has no such value, and its cudaDeviceGetAttribute refuses it.
+    CUdevice dev;
     int rdma = 0;
-    if (cudaDeviceGetAttribute(&rdma, kRdmaWithVmm, device) != cudaSuccess) {
-      cudaGetLastError();
+    if (cuMem().deviceGet(&dev, device) != CUDA_SUCCESS ||
+        cuMem().deviceAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev) !=
+            CUDA_SUCCESS)
       rdma = 0;
-    }
     prop.allocFlags.gpuDirectRDMACapable = rdma != 0 ? 1 : 0;
     return prop;
   }
