@@ -87,9 +87,16 @@ mapfile -t gpu_tests < <(awk '/^[A-Za-z_0-9\/]+\.$/ {suite=$1; next} /^  [A-Za-z
 say "== programs ready: ${#gpu_tests[@]} GPU tests, kernel benchmarks, all_reduce_perf"
 
 # --- 3. a GPU, or not -------------------------------------------------------------------
+rehearsal=0
 if nvidia-smi -L >"$out/gpus.txt" 2>&1; then
   cat "$out/gpus.txt"
+  # The build's CUDA runtime needs a driver at least as new as its toolkit (CUDA 13: r580):
+  # with an older one the runtime sees no GPU, communicators quietly become CPU ones, and
+  # every GPU test skips itself. Said here, and each such skip fails below.
+  say "== driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)," \
+    "toolkit $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'unknown (no nvcc here)')"
 elif [[ ${CHORUS_GPU_CHECK_REHEARSE:-0} == 1 ]]; then
+  rehearsal=1
   say "== REHEARSAL without a GPU: every step runs, the GPU tests skip themselves"
 else
   echo "gpu-check: skipped: no GPU (nvidia-smi -L: $(head -1 "$out/gpus.txt"))"
@@ -115,7 +122,15 @@ step() {
   local rc=$?
   local result
   case $rc in
-    0) result=passed ;;
+    0)
+      result=passed
+      # A GPU test that skipped itself on a machine with a GPU: the runtime cannot use it.
+      if [[ $rehearsal == 0 ]] && grep -q "GPU tests skipped:" "$out/$name.log"; then
+        result="FAILED (nvidia-smi lists a GPU, the CUDA runtime does not: $(grep -o 'GPU tests skipped:.*' \
+          "$out/$name.log" | head -1))"
+        status=1
+      fi
+      ;;
     77) result=skipped ;;
     124 | 137) result="TIMED OUT after $limit s" status=1 ;;
     *) result="FAILED (exit $rc)" status=1 ;;
