@@ -63,11 +63,20 @@ bool allocateShared(const GpuFifoMemory& memory, int device, size_t bytes, GpuBu
 // Maps memory another process shared by descriptor (`ticket`, `bytes`) or legacy handle
 // for this process's GPU `device`; null with the cause said: a WARN from the fd handout
 // (`*fetched` its error) or `*why`.
+// `bytes`: the allocation's size as the peer announced it, which must cover the `needed`
+// bytes this side will touch (a smaller one would map, and the kernels would fault past it;
+// a larger one than the allocation fails to map). A legacy handle carries no size.
 void* importShared(const GpuFifoMemory& memory, int device, bool byFd, const FdTicket& ticket, uint64_t bytes,
-                   const char (&handle)[GpuFifoMemory::kIpcHandleBytes], int peerRank, ncclResult_t* fetched,
-                   std::string* why) {
+                   size_t needed, const char (&handle)[GpuFifoMemory::kIpcHandleBytes], int peerRank,
+                   ncclResult_t* fetched, std::string* why) {
   *fetched = ncclSuccess;
   if (!byFd) return memory.importHandle(device, handle, why);
+  if (bytes < needed) {
+    WARN("SHM: rank %d announced %llu bytes of GPU memory where its FIFO needs %zu", peerRank,
+         static_cast<unsigned long long>(bytes), needed);
+    *fetched = ncclRemoteError;
+    return nullptr;
+  }
   int fd = -1;
   const double timeout = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
   *fetched = redeemFd(ticket, peerRank, timeout, &fd);
@@ -163,7 +172,8 @@ ncclResult_t mapSenderBuffers(const ConnectHandle& handle, void* base, const Pee
   const bool byFd = handle.gpuBuffers == kGpuBuffersByFd;
   ncclResult_t fetched;
   std::string why;
-  void* mapped = importShared(*link.gpuMemory, self.cudaDev, byFd, handle.gpuTicket, handle.gpuBytes, handle.gpuHandle,
+  void* mapped = importShared(*link.gpuMemory, self.cudaDev, byFd, handle.gpuTicket, handle.gpuBytes,
+                              handle.layout.receiverBuffersBytes(handle.slotsOnSender != 0), handle.gpuHandle,
                               peer.rank, &fetched, &why);
   if (fetched != ncclSuccess) return fetched;
   if (mapped == nullptr) {
@@ -202,9 +212,10 @@ ncclResult_t shareSenderSlots(const FifoLayout& layout, void* base, const PeerIn
 
 void sayNoSenderSlots(void* base) { __atomic_store_n(&ipcShareOf(base)->slotsShared, kSlotsFailed, __ATOMIC_RELEASE); }
 
-ncclResult_t mapReceiverSlots(void* base, const GpuFifoMemory& memory, int rank, int device, int peerRank,
-                              int peerAliveFd, uint64_t peerProcessId, const std::atomic<uint32_t>* abortFlag,
-                              const std::atomic<uint32_t>* revokeFlag, GpuBuffers* out) {
+ncclResult_t mapReceiverSlots(void* base, const FifoLayout& layout, const GpuFifoMemory& memory, int rank, int device,
+                              int peerRank, int peerAliveFd, uint64_t peerProcessId,
+                              const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag,
+                              GpuBuffers* out) {
   IpcShare* share = ipcShareOf(base);
   const double limit = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
   uint32_t how = kSlotsPending;
@@ -245,7 +256,7 @@ ncclResult_t mapReceiverSlots(void* base, const GpuFifoMemory& memory, int rank,
   ncclResult_t fetched;
   std::string why;
   void* mapped = importShared(memory, device, how == kSlotsByFd, share->slotsTicket, share->slotsBytes,
-                              share->slotsHandle, peerRank, &fetched, &why);
+                              layout.simpleSlotsBytes(), share->slotsHandle, peerRank, &fetched, &why);
   if (fetched != ncclSuccess) return fetched;
   if (mapped == nullptr) {
     WARN(

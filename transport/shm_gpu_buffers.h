@@ -61,10 +61,12 @@ void sayNoSenderSlots(void* base);
 
 // P2P read, receiver: waits until the sender has shared its Simple slots through the
 // segment at `base` (until either flag is set, the peer process `peerAlive` dies, or
-// CHORUS_BOOTSTRAP_TIMEOUT), then maps them for its own GPU. Errors come with a WARN.
-ncclResult_t mapReceiverSlots(void* base, const GpuFifoMemory& memory, int rank, int device, int peerRank,
-                              int peerAlive, uint64_t peerProcessId, const std::atomic<uint32_t>* abortFlag,
-                              const std::atomic<uint32_t>* revokeFlag, GpuBuffers* out);
+// CHORUS_BOOTSTRAP_TIMEOUT), then maps them (`layout`'s Simple slots) for its own GPU.
+// Errors come with a WARN.
+ncclResult_t mapReceiverSlots(void* base, const FifoLayout& layout, const GpuFifoMemory& memory, int rank, int device,
+                              int peerRank, int peerAlive, uint64_t peerProcessId,
+                              const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag,
+                              GpuBuffers* out);
 
 // Lets go of a mapped segment (`base`, `bytes`), the GPU memory held with it (`buffers`, and
 // under P2P read `slots`) and the peer's liveness handle: a mapping is closed and said so;

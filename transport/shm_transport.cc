@@ -60,7 +60,7 @@ class ShmMapping : public ConnectionResource {
                           const std::atomic<uint32_t>* revokeFlag) override {
     if (slotsPeer_ < 0 || slots_.memory != nullptr) return ncclSuccess;
     GpuBuffers mapped;
-    CHORUS_CHECK(mapReceiverSlots(base_, *gpu_.memory, slotsRank_, slots_.device, slotsPeer_, peerAlive_,
+    CHORUS_CHECK(mapReceiverSlots(base_, layout_, *gpu_.memory, slotsRank_, slots_.device, slotsPeer_, peerAlive_,
                                   peerProcessId_, abortFlag, revokeFlag, &mapped));
     slots_ = mapped;
     end->buffs[static_cast<int>(Protocol::Simple)] = static_cast<char*>(mapped.address);

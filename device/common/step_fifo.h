@@ -101,6 +101,11 @@ inline void markBroken(StepFifoControl* ctrl, BrokenCause cause) {
 }
 
 // How a connection's memory is laid out: the control block, then one buffer per protocol.
+// A slot holds whole lines of its protocol (LL's 16-byte lines, LL128's 128-byte lines,
+// Simple's 64-byte vectors), and no slot is larger than kMaxSlotBytes.
+constexpr size_t kSlotLineBytes[kNumProtocols] = {16, 128, 64};
+constexpr size_t kMaxSlotBytes = size_t{1} << 30;
+
 struct FifoLayout {
   int nSlots = kNcclSteps;
   size_t slotBytes[kNumProtocols] = {0, 0, 0};  // LL: whole 16 B lines; LL128: whole 128 B lines
@@ -122,6 +127,19 @@ struct FifoLayout {
   // The buffers on the receiver's side: all, or all but the Simple slots under P2P read.
   size_t receiverBuffersBytes(bool slotsOnSender) const {
     return buffersBytes() - (slotsOnSender ? simpleSlotsBytes() : 0);
+  }
+  // One a rank could have made: a power-of-two slot count up to kMaxSteps (NCCL_STEPS), and
+  // every slot whole lines, at most kMaxSlotBytes (none for a protocol the connection does
+  // not carry: one-sided connections have only Simple's). A sender checks the layout its
+  // receiver announces before it sizes anything by it.
+  bool plausible() const {
+    if (nSlots < 2 || nSlots > kMaxSteps || (nSlots & (nSlots - 1)) != 0) return false;
+    size_t any = 0;
+    for (int p = 0; p < kNumProtocols; ++p) {
+      if (slotBytes[p] > kMaxSlotBytes || slotBytes[p] % kSlotLineBytes[p] != 0) return false;
+      any |= slotBytes[p];
+    }
+    return any != 0;
   }
 };
 

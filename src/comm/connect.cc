@@ -50,6 +50,14 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn,
          comm->rank, peer);
     return ncclRemoteError;
   }
+  if (!handle.layout.plausible()) {
+    WARN(
+        "Rank %d: peer rank %d announced a FIFO of %d slots of %zu/%zu/%zu bytes (LL/LL128/Simple), which no rank "
+        "makes (NCCL_STEPS a power of two up to %d, whole lines, at most %zu bytes a slot, not all empty)",
+        comm->rank, peer, handle.layout.nSlots, handle.layout.slotBytes[0], handle.layout.slotBytes[1],
+        handle.layout.slotBytes[2], kMaxSteps, kMaxSlotBytes);
+    return ncclRemoteError;
+  }
   const Transport* t = transportById(handle.transport);
   if (!t) {
     WARN("Rank %d: peer rank %d answered with unknown transport %u", comm->rank, peer,

@@ -66,13 +66,20 @@ ncclResult_t checkDeterministicAgreed(const ncclComm* comm) {
   return ncclSuccess;
 }
 
-// Bytes of one slot: a whole number of the protocol's lines, from a buffer setting.
-size_t slotBytesFromEnv(const char* name, int64_t defaultBuffer, int nSlots, size_t line) {
+// Bytes of one slot: a whole number of the protocol's lines, from a buffer setting, at
+// most kMaxSlotBytes (FifoLayout::plausible, which the peers check).
+size_t slotBytesFromEnv(const char* name, int64_t defaultBuffer, int nSlots, Protocol proto) {
+  const size_t line = kSlotLineBytes[static_cast<int>(proto)];
   int64_t buffer = envInt(name, defaultBuffer);
   if (buffer < static_cast<int64_t>(nSlots * line)) {
     WARN("%s=%lld is smaller than %d slots of one %zu-byte line; using %lld", name, static_cast<long long>(buffer),
          nSlots, line, static_cast<long long>(defaultBuffer));
     buffer = defaultBuffer;
+  }
+  if (static_cast<uint64_t>(buffer) / nSlots > kMaxSlotBytes) {
+    WARN("%s=%lld makes slots larger than %zu bytes; using %zu", name, static_cast<long long>(buffer), kMaxSlotBytes,
+         kMaxSlotBytes * nSlots);
+    buffer = static_cast<int64_t>(kMaxSlotBytes * nSlots);
   }
   // Round down to whole lines: an LL128 slot that is not a multiple of its line would hang (NCCL does).
   return static_cast<size_t>(buffer) / nSlots / line * line;
@@ -326,15 +333,20 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   const int nSlots = slotCountFromEnv();
   FifoLayout& coll = comm->collLayout;
   coll.nSlots = nSlots;
-  coll.slotBytes[static_cast<int>(Protocol::Simple)] = slotBytesFromEnv("NCCL_BUFFSIZE", 4 << 20, nSlots, 64);
-  coll.slotBytes[static_cast<int>(Protocol::LL)] = slotBytesFromEnv("NCCL_LL_BUFFSIZE", 512 << 10, nSlots, 16);
-  coll.slotBytes[static_cast<int>(Protocol::LL128)] = slotBytesFromEnv("NCCL_LL128_BUFFSIZE", 4915200, nSlots, 128);
+  coll.slotBytes[static_cast<int>(Protocol::Simple)] =
+      slotBytesFromEnv("NCCL_BUFFSIZE", 4 << 20, nSlots, Protocol::Simple);
+  coll.slotBytes[static_cast<int>(Protocol::LL)] =
+      slotBytesFromEnv("NCCL_LL_BUFFSIZE", 512 << 10, nSlots, Protocol::LL);
+  coll.slotBytes[static_cast<int>(Protocol::LL128)] =
+      slotBytesFromEnv("NCCL_LL128_BUFFSIZE", 4915200, nSlots, Protocol::LL128);
   FifoLayout& p2p = comm->p2pLayout;
   p2p.nSlots = nSlots;
-  p2p.slotBytes[static_cast<int>(Protocol::Simple)] = slotBytesFromEnv("CHORUS_P2P_BUFFSIZE", 1 << 20, nSlots, 64);
-  p2p.slotBytes[static_cast<int>(Protocol::LL)] = slotBytesFromEnv("CHORUS_P2P_LL_BUFFSIZE", 64 << 10, nSlots, 16);
+  p2p.slotBytes[static_cast<int>(Protocol::Simple)] =
+      slotBytesFromEnv("CHORUS_P2P_BUFFSIZE", 1 << 20, nSlots, Protocol::Simple);
+  p2p.slotBytes[static_cast<int>(Protocol::LL)] =
+      slotBytesFromEnv("CHORUS_P2P_LL_BUFFSIZE", 64 << 10, nSlots, Protocol::LL);
   p2p.slotBytes[static_cast<int>(Protocol::LL128)] =
-      slotBytesFromEnv("CHORUS_P2P_LL128_BUFFSIZE", 512 << 10, nSlots, 128);
+      slotBytesFromEnv("CHORUS_P2P_LL128_BUFFSIZE", 512 << 10, nSlots, Protocol::LL128);
 
   CHORUS_CHECK(topo::applyTopologySettings(comm->rank, hostCount(comm->peers)));
 

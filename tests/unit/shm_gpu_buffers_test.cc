@@ -172,6 +172,20 @@ TEST_F(ShmGpuBuffersByFdTest, ADescriptorIsHandedOutOnce) {
 // NCCL's P2P read across processes: the sender allocates the Simple slots on its own GPU
 // and shares them through the segment; the receiver maps them when the connection is
 // awaited, and keeps its LL and LL128 buffers on its own GPU.
+// A receiver that announces less GPU memory than its FIFO needs: the sender maps none of it
+// (mapped, its kernels would fault past the end), and says why.
+TEST_F(ShmGpuBuffersByFdTest, AnAllocationSmallerThanTheFifoIsRefused) {
+  ASSERT_EQ(createReceiver(), ncclSuccess);
+  handle_.gpuBytes = layout_.buffersBytes() / 2;
+  EXPECT_EQ(attachSender(), ncclRemoteError);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("where its FIFO needs"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  EXPECT_EQ(memory_.imported(), 0u);
+  send_.reset();
+  recv_.reset();
+  EXPECT_EQ(memory_.live(), 0u);
+}
+
 TEST_P(ShmGpuBuffersTest, P2pReadPutsTheSimpleSlotsOnTheSendersGpu) {
   askForP2pRead();
   ASSERT_EQ(connect(), ncclSuccess);

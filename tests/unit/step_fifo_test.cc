@@ -27,6 +27,36 @@ using fixtures::Side;
 
 RedOp<uint32_t, RedKind::Sum> sumOp() { return fixtures::sumOp<uint32_t>(); }
 
+// A sender takes its receiver's layout only if a rank could have made it (connect.cc).
+TEST(FifoLayoutTest, OnlyALayoutARankCouldMakeIsPlausible) {
+  FifoLayout ok;
+  ok.nSlots = 8;
+  ok.slotBytes[static_cast<int>(Protocol::LL)] = 64 << 10;
+  ok.slotBytes[static_cast<int>(Protocol::LL128)] = 600 * 1024;
+  ok.slotBytes[static_cast<int>(Protocol::Simple)] = 512 << 10;
+  EXPECT_TRUE(ok.plausible());
+  FifoLayout simpleOnly = ok;  // a one-sided connection's
+  simpleOnly.slotBytes[static_cast<int>(Protocol::LL)] = 0;
+  simpleOnly.slotBytes[static_cast<int>(Protocol::LL128)] = 0;
+  EXPECT_TRUE(simpleOnly.plausible());
+
+  auto with = [&](auto change) {
+    FifoLayout l = ok;
+    change(l);
+    return l.plausible();
+  };
+  EXPECT_FALSE(with([](FifoLayout& l) { l.nSlots = 6; })) << "not a power of two";
+  EXPECT_FALSE(with([](FifoLayout& l) { l.nSlots = 2 * kMaxSteps; })) << "more steps than a FIFO's stamps";
+  EXPECT_FALSE(with([](FifoLayout& l) { l.nSlots = 0; }));
+  EXPECT_FALSE(with([](FifoLayout& l) { l.slotBytes[static_cast<int>(Protocol::LL128)] = 1000; })) << "part of a line";
+  EXPECT_FALSE(with([](FifoLayout& l) { l.slotBytes[static_cast<int>(Protocol::Simple)] = kMaxSlotBytes + 64; }));
+  EXPECT_FALSE(with([](FifoLayout& l) { l.slotBytes[static_cast<int>(Protocol::Simple)] = SIZE_MAX / 2; }))
+      << "sizes that would wrap the layout's sums";
+  EXPECT_FALSE(with([](FifoLayout& l) {
+    for (size_t& b : l.slotBytes) b = 0;
+  })) << "no slots at all";
+}
+
 TEST(StepFifoTest, StepsCarryDataAndAdvanceBothCounters) {
   SimpleFifo fifo(64);
   Side tx, rx;
