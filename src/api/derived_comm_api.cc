@@ -52,6 +52,13 @@ struct ChildSetUp {
 
 using Exchange = std::function<ncclResult_t(SplitPlacement*)>;
 
+// The error a job of a parent whose own set-up failed answers, with a WARN.
+ncclResult_t parentNotSetUp(const ncclComm* parent) {
+  const ncclResult_t why = static_cast<ncclResult_t>(parent->asyncResult.load());
+  WARN("Rank %d: the communicator's set-up failed, so a split, shrink or grow queued on it did not run", parent->rank);
+  return why != ncclSuccess && why != ncclInProgress ? why : ncclInvalidUsage;
+}
+
 // Runs `exchange` and then (when this rank is a `member`) the new communicator's set-up
 // with `config`, both as one job of `parent`'s, as in NCCL: once the parent's call has
 // completed (a non-blocking parent has settled), the new communicator is ready.
@@ -73,10 +80,12 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
   }
   const ncclResult_t exchanged = enqueueInit(
       parent,
-      [exchange = std::move(exchange), setUp] {
+      [parent, exchange = std::move(exchange), setUp] {
         setUp->ran = true;
         SplitPlacement placement;
-        const ncclResult_t r = exchange(&placement);
+        // Queued behind the parent's own set-up (a non-blocking parent, a group): nothing to
+        // exchange over where that failed.
+        const ncclResult_t r = parent->ready.load() ? exchange(&placement) : parentNotSetUp(parent);
         ncclComm* made = setUp->child;
         if (made == nullptr) return r;
         ncclResult_t result = r;  // a failed exchange has named its cause
@@ -96,7 +105,9 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
   // ready once the parent has settled (or the group has ended).
   const ncclResult_t answer = exchanged == ncclInProgress ? ncclSuccess : exchanged;
   if (!member || answer != ncclSuccess) return answer;
-  const int childResult = child->asyncResult.load();
+  // Only a set-up that ran on this thread has ended here: one on the parent's worker may
+  // still hold the child (childSetUpEnds), which then reports its own error when polled.
+  const int childResult = exchanged == ncclInProgress ? ncclInProgress : child->asyncResult.load();
   if (childResult != ncclSuccess && childResult != ncclInProgress) {
     freeComm(child.release());  // a blocking set-up failed; nobody else has seen it
     return static_cast<ncclResult_t>(childResult);
@@ -127,7 +138,7 @@ ncclResult_t checkHealthy(const ncclComm* comm, const char* func) {
 void revokeWork(ncclComm* comm) {
   comm->haltWork(comm->revokeFlag);
   if (comm->worker) comm->worker->waitIdle();
-  comm->asyncResult.store(ncclSuccess);
+  if (comm->ready.load()) comm->asyncResult.store(ncclSuccess);  // a failed set-up's error stays
 }
 
 // Every color but NCCL_SPLIT_NOCOLOR is an ordinary one, negative ones too (as NCCL).
@@ -182,10 +193,12 @@ ncclResult_t shrink(const CommCall& held, ncclComm_t comm, int* excludeRanksList
   } else {
     CHORUS_CHECK(checkHealthy(comm, func));
   }
-  const int sequence = comm->shrinks++;
   return deriveComm(
       comm, parsed, /*member=*/true,
-      [comm, excluded, sequence](SplitPlacement* placement) {
+      [comm, excluded](SplitPlacement* placement) {
+        // Counted as the exchange runs, under the communicator's claim: a shrink refused
+        // before it (another thread holds the communicator) leaves the count as it was.
+        const int sequence = comm->shrinks++;
         return exchangeShrink(comm, excluded, sequence, placement);
       },
       newcomm);

@@ -163,7 +163,28 @@ ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclR
 
 // Runs the calls of blocking communicators (each one's `running`) from this thread: every
 // communicator's executor stages its calls, then they start together (executor.h).
-ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
+ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g) {
+  // Calls queued behind a set-up that failed (an init in the same group, or before them on
+  // a non-blocking communicator's worker) have no communicator to run on: they fail with
+  // the set-up's error, and the others run.
+  ncclResult_t notSetUp = ncclSuccess;
+  std::vector<ncclComm*> setUp;
+  const bool allReady = std::all_of(all.begin(), all.end(), [](const ncclComm* c) { return c->ready.load(); });
+  if (!allReady) {
+    for (ncclComm* comm : all) {
+      if (comm->ready.load()) {
+        setUp.push_back(comm);
+        continue;
+      }
+      const ncclResult_t why = static_cast<ncclResult_t>(comm->asyncResult.load());
+      if (notSetUp == ncclSuccess) notSetUp = why != ncclSuccess && why != ncclInProgress ? why : ncclInvalidUsage;
+      WARN("Rank %d: the communicator's set-up failed, so the %zu call(s) queued on it did not run", comm->rank,
+           comm->running.size());
+      comm->running.clear();
+    }
+    if (setUp.empty()) return notSetUp;
+  }
+  const std::vector<ncclComm*>& comms = allReady ? all : setUp;
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
   ncclResult_t result = connectPendingPeers(comms);
   if (result != ncclSuccess) {
@@ -202,7 +223,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& comms, GroupState& g) {
     }
     comm->activeRuns.fetch_sub(1);
   }
-  return result;
+  return result != ncclSuccess ? result : notSetUp;
 }
 
 // A non-blocking communicator's calls, on its worker.
@@ -216,10 +237,18 @@ ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops) {
 // work, which abort and destroy wait for (haltWork).
 ncclResult_t runRmaJobs(std::vector<RmaJob>& jobs, bool* inProgress) {
   ncclResult_t result = ncclSuccess;
+  // As runBlocking's calls: a job queued behind a failed set-up does not run.
+  auto notSetUp = [](const ncclComm* comm) {
+    if (comm->ready.load()) return ncclSuccess;
+    WARN("Rank %d: a one-sided call was queued on a communicator whose set-up failed; it did not run", comm->rank);
+    const ncclResult_t why = static_cast<ncclResult_t>(comm->asyncResult.load());
+    return why != ncclSuccess && why != ncclInProgress ? why : ncclInvalidUsage;
+  };
   for (RmaJob& job : jobs) {
     ncclComm* comm = job.comm;
     if (!comm->config.blocking) {
-      submitAsync(comm, [comm, run = std::move(job.run)] {
+      submitAsync(comm, [comm, run = std::move(job.run), notSetUp] {
+        if (const ncclResult_t r = notSetUp(comm); r != ncclSuccess) return r;
         comm->activeRuns.fetch_add(1);
         const ncclResult_t r = run();
         comm->activeRuns.fetch_sub(1);
@@ -229,6 +258,10 @@ ncclResult_t runRmaJobs(std::vector<RmaJob>& jobs, bool* inProgress) {
       continue;
     }
     const ScopedLogContext logAs(comm->rank, comm->config.commName);
+    if (const ncclResult_t r = notSetUp(comm); r != ncclSuccess) {
+      if (result == ncclSuccess) result = r;
+      continue;
+    }
     comm->activeRuns.fetch_add(1);
     const ncclResult_t r = job.run();
     if (r != ncclSuccess) {
@@ -505,9 +538,16 @@ bool groupHolds(const ncclComm* comm) {
 
 void groupForget(ncclComm* comm) {
   GroupState& g = currentGroup();
+  // The calls queued are this thread's only where its group holds the communicator; another
+  // thread's open group may be adding to them (an abort from a watchdog): that group finds
+  // the communicator gone at its end and drops them (pinHeld).
+  const bool mine = comm->callingGroup.load() == &g;
   forgetWorkOf(g, comm);
   std::erase_if(g.held, [comm](const auto& entry) { return entry.first == comm; });
-  comm->pending.clear();
+  if (mine) {
+    comm->pending.clear();
+    releaseForCalls(comm, &g);
+  }
 }
 
 void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job) {

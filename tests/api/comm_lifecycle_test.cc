@@ -131,6 +131,34 @@ TEST_P(NonBlockingTest, InitCollectiveFinalizeDestroyThroughAsyncError) {
 INSTANTIATE_TEST_SUITE_P(Modes, NonBlockingTest, testing::Values(LaunchMode::kThreads, LaunchMode::kProcesses),
                          [](const testing::TestParamInfo<LaunchMode>& info) { return launchModeName(info.param); });
 
+// Calls queued behind an init that fails (in its group; on a non-blocking communicator's
+// worker) fail with the init's error rather than run on a communicator never set up.
+TEST(CommLifecycle, CallsQueuedBehindAFailedInitFailWithoutRunning) {
+  ncclUniqueId id;
+  memset(&id, 0, sizeof(id));  // no root serves it: the init fails at once
+  for (int blocking : {1, 0}) {
+    SCOPED_TRACE(blocking ? "blocking" : "non-blocking");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = blocking;
+    float x = 1, y = 0;
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    (void)ncclCommInitRankConfig(&comm, 2, id, 0, &config);
+    (void)ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, nullptr);
+    const ncclResult_t end = ncclGroupEnd();
+    ASSERT_NE(comm, nullptr);
+    const ncclResult_t settled = waitWhileInProgress(comm);
+    if (blocking) {
+      EXPECT_NE(end, ncclSuccess);
+    } else {
+      EXPECT_TRUE(end == ncclInProgress || end != ncclSuccess) << resultName(end);
+    }
+    EXPECT_NE(settled, ncclSuccess) << "the failed init is the communicator's error";
+    EXPECT_EQ(y, 0.0f) << "nothing ran";
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  }
+}
+
 TEST(CommLifecycle, BlockingConfigFinalizeThenDestroy) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 3, [](int rank, int nranks, const ncclUniqueId& id) {
     FailureLog log;
