@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -239,8 +240,17 @@ ncclResult_t redeemFd(const FdTicket& ticket, int peerRank, double timeoutSec, i
     close(sock);
     return ncclRemoteError;
   }
-  pollfd p{sock, POLLIN, 0};
-  const int ready = poll(&p, 1, static_cast<int>(timeoutSec * 1000));
+  // A signal (CHORUS_REPORT_SIGNAL, the application's own) interrupts poll() and recvmsg():
+  // both go on with what is left of the wait.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
+  int ready = 0;
+  for (;;) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    pollfd p{sock, POLLIN, 0};
+    ready = poll(&p, 1, static_cast<int>(std::clamp(left * 1000, 0.0, 3.6e6)));  // at most an hour a round
+    if (ready > 0 || (ready == 0 && left <= 0) || (ready < 0 && errno != EINTR)) break;
+  }
+  const int pollErrno = errno;
   char status = 0;
   iovec iov{&status, 1};
   msghdr msg{};
@@ -249,10 +259,18 @@ ncclResult_t redeemFd(const FdTicket& ticket, int peerRank, double timeoutSec, i
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
-  const ssize_t n = ready > 0 ? recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) : -1;
+  ssize_t n = -1;
+  if (ready > 0) {
+    do n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+  }
   const int savedErrno = errno;
   close(sock);
-  if (ready <= 0) {
+  if (ready < 0) {
+    WARN("fd handout: poll() for rank %d's descriptor server failed: %s", peerRank, strerror(pollErrno));
+    return ncclSystemError;
+  }
+  if (ready == 0) {
     WARN("fd handout: rank %d's descriptor server did not answer within %.0f s", peerRank, timeoutSec);
     return ncclSystemError;
   }
@@ -262,7 +280,13 @@ ncclResult_t redeemFd(const FdTicket& ticket, int peerRank, double timeoutSec, i
     return ncclRemoteError;
   }
   const cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  if (status != 1 || c == nullptr || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int))) {
+  const bool carriesFd = c != nullptr && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int));
+  if (status != 1 || !carriesFd) {
+    if (carriesFd) {  // a refusal that came with a descriptor anyway: not kept open
+      int stray = -1;
+      memcpy(&stray, CMSG_DATA(c), sizeof(int));
+      close(stray);
+    }
     WARN("fd handout: rank %d does not offer the descriptor asked for (withdrawn, or already taken)", peerRank);
     return ncclRemoteError;
   }

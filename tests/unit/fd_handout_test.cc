@@ -3,16 +3,23 @@
 // offer or a server whose process died is a clear error.
 #include "core/fd_handout.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "nccl.h"
 
@@ -121,6 +128,104 @@ TEST(FdHandout, AServerWhoseProcessDiedIsAClearError) {
   EXPECT_EQ(redeemFd(ticket, 5, 5.0, &received), ncclRemoteError);
   EXPECT_EQ(received, -1);
   EXPECT_NE(lastError().find("rank 5's descriptor server"), std::string::npos) << lastError();
+}
+
+// A server of our own that answers after `delay`, with `status` and (status 1) a memfd.
+class SlowServer {
+ public:
+  SlowServer(std::chrono::milliseconds delay, char status) {
+    snprintf(ticket_.socketName, sizeof(ticket_.socketName), "chorus-test-slow-%d", static_cast<int>(getpid()));
+    listener_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    const size_t n = strlen(ticket_.socketName);
+    memcpy(address.sun_path + 1, ticket_.socketName, n);
+    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    ok_ = bind(listener_, reinterpret_cast<const sockaddr*>(&address), length) == 0 && listen(listener_, 4) == 0;
+    thread_ = std::thread([this, delay, status] {
+      const int client = accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      char token[sizeof(ticket_.token)];
+      if (recv(client, token, sizeof(token), MSG_WAITALL) == static_cast<ssize_t>(sizeof(token))) {
+        std::this_thread::sleep_for(delay);
+        const int fd = memfdWith("slow");
+        char answer = status;
+        iovec iov{&answer, 1};
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof(control);
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        sendmsg(client, &msg, MSG_NOSIGNAL);
+        close(fd);
+      }
+      close(client);
+    });
+  }
+  ~SlowServer() {
+    shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    close(listener_);
+  }
+  bool ok() const { return ok_; }
+  const FdTicket& ticket() const { return ticket_; }
+
+ private:
+  FdTicket ticket_{};
+  int listener_ = -1;
+  bool ok_ = false;
+  std::thread thread_;
+};
+
+// Signals arrive while a redeem waits (the report signal, the application's own, installed
+// without SA_RESTART): the wait goes on and the descriptor arrives.
+TEST(FdHandout, SignalsDuringTheWaitDoNotEndIt) {
+  struct sigaction quiet {
+  }, previous{};
+  quiet.sa_handler = [](int) {};
+  sigemptyset(&quiet.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &quiet, &previous), 0);
+  SlowServer server(std::chrono::milliseconds(300), 1);
+  ASSERT_TRUE(server.ok());
+  std::atomic<bool> done{false};
+  const pthread_t waiter = pthread_self();
+  std::thread signaller([&] {
+    while (!done.load()) {
+      pthread_kill(waiter, SIGUSR2);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  int received = -1;
+  const ncclResult_t r = redeemFd(server.ticket(), 4, 5.0, &received);
+  done = true;
+  signaller.join();
+  sigaction(SIGUSR2, &previous, nullptr);
+  ASSERT_EQ(r, ncclSuccess) << lastError();
+  EXPECT_EQ(contentOf(received), "slow");
+  close(received);
+}
+
+// A refusal that comes with a descriptor anyway leaves none open in this process.
+TEST(FdHandout, ADescriptorWithARefusalIsClosed) {
+  SlowServer server(std::chrono::milliseconds(0), 0);
+  ASSERT_TRUE(server.ok());
+  auto openFds = [] {
+    int n = 0;
+    for (int fd = 0; fd < 1024; ++fd) n += fcntl(fd, F_GETFD) != -1;
+    return n;
+  };
+  int received = -1;
+  const int before = openFds();
+  EXPECT_EQ(redeemFd(server.ticket(), 4, 5.0, &received), ncclRemoteError);
+  // The server's own memfd is closed by its thread; give it a moment.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(openFds(), before);
 }
 
 }  // namespace
