@@ -37,7 +37,8 @@ ncclComm::~ncclComm() {
 
 void ncclComm::haltWork(std::atomic<uint32_t>& flag) {
   flag.store(1);
-  if (chorus::Executor* e = chosenExecutor.load(std::memory_order_acquire)) e->abort();
+  if (chorus::Executor* e = chosenExecutor.load(std::memory_order_seq_cst))
+    e->abort();  // seq_cst: see CudaExecutor::enqueue
   while (activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 

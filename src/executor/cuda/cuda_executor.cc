@@ -67,7 +67,7 @@ class CudaExecutor final : public Executor {
 
   void abort() override {
     // From any thread: a watchdog aborts while the owner may be inside a call.
-    if (GpuComm* gpu = published_.load(std::memory_order_acquire)) gpu->abort();
+    if (GpuComm* gpu = published_.load(std::memory_order_seq_cst)) gpu->abort();
   }
 
  private:
@@ -76,7 +76,13 @@ class CudaExecutor final : public Executor {
     if (const GpuLaunchHooks* hooks = gHooks.load()) return hooks->enqueue(comm, lanes, dtype, kind, streams);
     if (!gpu_) {
       CHORUS_CHECK(createGpuComm(*comm, sharedGpuPeer(*comm) >= 0, &gpu_));
-      published_.store(gpu_.get(), std::memory_order_release);
+      // An abort or revoke from another thread (haltWork) that looked before this was
+      // published found nothing to stop: it stops here instead. Both sides are sequentially
+      // consistent (flag then executor there, executor then flag here), so one of them sees
+      // the other's store.
+      published_.store(gpu_.get(), std::memory_order_seq_cst);
+      if (comm->abortFlag.load(std::memory_order_seq_cst) != 0 || comm->revokeFlag.load(std::memory_order_seq_cst) != 0)
+        gpu_->abort();
     }
     return gpu_->stage(comm, lanes, dtype, kind, streams);
   }
