@@ -20,9 +20,14 @@ namespace {
 // After the control block: what each side has mapped of the other's GPU memory, and under
 // P2P read how the sender shares its Simple slots.
 enum SlotsShared : uint32_t { kSlotsPending = 0, kSlotsByFd = 1, kSlotsByHandle = 2, kSlotsFailed = 3 };
+// An IpcShare word saying whether the other side maps this side's memory. The mapping side
+// claims the memory before it starts mapping, and the owner frees a legacy allocation only
+// after withdrawing it while unclaimed: never under a mapping in progress (CUDA's undefined
+// case), and a claim that comes after the withdrawal fails instead of mapping freed memory.
+enum MappingState : uint32_t { kUnmapped = 0, kMapped = 1, kWithdrawn = 2 };
 struct IpcShare {
-  uint32_t imported;       // 1 while the sender's process has the receiver's buffers mapped
-  uint32_t slotsImported;  // 1 while the receiver's process has the sender's Simple slots mapped
+  uint32_t imported;       // MappingState of the receiver's buffers in the sender's process
+  uint32_t slotsImported;  // MappingState of the sender's Simple slots in the receiver's process
   uint32_t slotsShared;    // SlotsShared: stored last, with release, once the fields below hold
   uint32_t pad;
   FdTicket slotsTicket;
@@ -66,23 +71,37 @@ bool allocateShared(const GpuFifoMemory& memory, int device, size_t bytes, GpuBu
 // `bytes`: the allocation's size as the peer announced it, which must cover the `needed`
 // bytes this side will touch (a smaller one would map, and the kernels would fault past it;
 // a larger one than the allocation fails to map). A legacy handle carries no size.
+// `state`: the MappingState word of this memory, claimed here before the mapping starts
+// (and given back if it fails).
 void* importShared(const GpuFifoMemory& memory, int device, bool byFd, const FdTicket& ticket, uint64_t bytes,
-                   size_t needed, const char (&handle)[GpuFifoMemory::kIpcHandleBytes], int peerRank,
+                   size_t needed, const char (&handle)[GpuFifoMemory::kIpcHandleBytes], int peerRank, uint32_t* state,
                    ncclResult_t* fetched, std::string* why) {
   *fetched = ncclSuccess;
-  if (!byFd) return memory.importHandle(device, handle, why);
-  if (bytes < needed) {
+  if (byFd && bytes < needed) {
     WARN("SHM: rank %d announced %llu bytes of GPU memory where its FIFO needs %zu", peerRank,
          static_cast<unsigned long long>(bytes), needed);
     *fetched = ncclRemoteError;
     return nullptr;
   }
-  int fd = -1;
-  const double timeout = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
-  *fetched = redeemFd(ticket, peerRank, timeout, &fd);
-  if (*fetched != ncclSuccess) return nullptr;  // redeemFd said why
-  void* mapped = memory.importFd(device, fd, bytes, why);
-  close(fd);
+  uint32_t unmapped = kUnmapped;
+  if (!__atomic_compare_exchange_n(state, &unmapped, kMapped, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    WARN("SHM: rank %d let go of its GPU memory before this rank could map it (its communicator ended)", peerRank);
+    *fetched = ncclRemoteError;
+    return nullptr;
+  }
+  void* mapped = nullptr;
+  if (!byFd) {
+    mapped = memory.importHandle(device, handle, why);
+  } else {
+    int fd = -1;
+    const double timeout = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
+    *fetched = redeemFd(ticket, peerRank, timeout, &fd);  // redeemFd says why it failed
+    if (*fetched == ncclSuccess) {
+      mapped = memory.importFd(device, fd, bytes, why);
+      close(fd);
+    }
+  }
+  if (mapped == nullptr) __atomic_store_n(state, kUnmapped, __ATOMIC_RELEASE);
   return mapped;
 }
 
@@ -94,13 +113,15 @@ bool letGo(void* base, GpuBuffers& held, int peerAliveFd, uint64_t peerProcessId
   uint32_t* flag = importedFlag(base, held);
   if (held.imported) {
     held.memory->closeImported(held.device, held.address);
-    __atomic_store_n(flag, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(flag, kUnmapped, __ATOMIC_RELEASE);
   } else if (held.byFd) {
     withdrawFd(held.ticket);
     held.memory->release(held.device, held.address);  // lives on in the peer's mapping until that ends
   } else {
-    const bool mapped = __atomic_load_n(flag, __ATOMIC_ACQUIRE) != 0;
-    if (mapped && (peerAliveFd < 0 || peerAlive(peerAliveFd, peerProcessId))) return false;
+    uint32_t state = kUnmapped;
+    const bool withdrawn =
+        __atomic_compare_exchange_n(flag, &state, kWithdrawn, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    if (!withdrawn && state == kMapped && (peerAliveFd < 0 || peerAlive(peerAliveFd, peerProcessId))) return false;
     held.memory->release(held.device, held.address);
   }
   held.memory = nullptr;
@@ -174,7 +195,7 @@ ncclResult_t mapSenderBuffers(const ConnectHandle& handle, void* base, const Pee
   std::string why;
   void* mapped = importShared(*link.gpuMemory, self.cudaDev, byFd, handle.gpuTicket, handle.gpuBytes,
                               handle.layout.receiverBuffersBytes(handle.slotsOnSender != 0), handle.gpuHandle,
-                              peer.rank, &fetched, &why);
+                              peer.rank, &ipcShareOf(base)->imported, &fetched, &why);
   if (fetched != ncclSuccess) return fetched;
   if (mapped == nullptr) {
     WARN(
@@ -183,7 +204,6 @@ ncclResult_t mapSenderBuffers(const ConnectHandle& handle, void* base, const Pee
         self.rank, self.cudaDev, peer.rank, why.c_str());
     return ncclUnhandledCudaError;
   }
-  __atomic_store_n(&ipcShareOf(base)->imported, 1, __ATOMIC_RELEASE);
   *out = GpuBuffers{link.gpuMemory, self.cudaDev, mapped, true, byFd};
   return ncclSuccess;
 }
@@ -255,8 +275,9 @@ ncclResult_t mapReceiverSlots(void* base, const FifoLayout& layout, const GpuFif
   }
   ncclResult_t fetched;
   std::string why;
-  void* mapped = importShared(memory, device, how == kSlotsByFd, share->slotsTicket, share->slotsBytes,
-                              layout.simpleSlotsBytes(), share->slotsHandle, peerRank, &fetched, &why);
+  void* mapped =
+      importShared(memory, device, how == kSlotsByFd, share->slotsTicket, share->slotsBytes, layout.simpleSlotsBytes(),
+                   share->slotsHandle, peerRank, &share->slotsImported, &fetched, &why);
   if (fetched != ncclSuccess) return fetched;
   if (mapped == nullptr) {
     WARN(
@@ -265,7 +286,6 @@ ncclResult_t mapReceiverSlots(void* base, const FifoLayout& layout, const GpuFif
         rank, device, peerRank, why.c_str());
     return ncclUnhandledCudaError;
   }
-  __atomic_store_n(&share->slotsImported, 1, __ATOMIC_RELEASE);
   *out = GpuBuffers{&memory, device, mapped, true, how == kSlotsByFd};
   out->slots = true;
   return ncclSuccess;

@@ -95,6 +95,10 @@ class ShmGpuBuffersByFdTest : public ShmGpuBuffersBase {
  protected:
   bool byFd() const override { return true; }
 };
+class ShmGpuBuffersByHandleTest : public ShmGpuBuffersBase {
+ protected:
+  bool byFd() const override { return false; }
+};
 
 TEST_P(ShmGpuBuffersTest, TheSenderMapsTheReceiversGpuMemoryThroughIpc) {
   ASSERT_EQ(connect(), ncclSuccess);
@@ -184,6 +188,20 @@ TEST_F(ShmGpuBuffersByFdTest, AnAllocationSmallerThanTheFifoIsRefused) {
   send_.reset();
   recv_.reset();
   EXPECT_EQ(memory_.live(), 0u);
+}
+
+// Legacy handles: the receiver lets go of its buffers (its communicator ends) while its
+// sender is in the middle of mapping them. They are not freed under that mapping; they go
+// once the sender has unmapped them.
+TEST_F(ShmGpuBuffersByHandleTest, BuffersAreNotFreedUnderAMappingInProgress) {
+  ASSERT_EQ(createReceiver(), ncclSuccess);
+  memory_.beforeImport = [this] { recv_.reset(); };
+  ASSERT_EQ(attachSender(), ncclSuccess) << ncclGetLastError(nullptr);
+  memory_.beforeImport = nullptr;
+  EXPECT_EQ(memory_.live(), 1u) << "kept for the sender's mapping";
+  send_.reset();
+  EXPECT_EQ(memory_.live(), 0u) << "freed once the sender unmapped it";
+  EXPECT_EQ(memory_.badReleases(), 0);
 }
 
 TEST_P(ShmGpuBuffersTest, P2pReadPutsTheSimpleSlotsOnTheSendersGpu) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -85,6 +86,7 @@ class StandInGpuMemory : public GpuFifoMemory {
     return true;
   }
   void* importHandle(int device, const char (&handle)[kIpcHandleBytes], std::string* why) const override {
+    if (beforeImport) beforeImport();
     void* memory = nullptr;
     std::memcpy(&memory, handle, sizeof(memory));
     return importAddress(device, memory, 0, why);
@@ -166,6 +168,7 @@ class StandInGpuMemory : public GpuFifoMemory {
   bool failAllocations = false;
   bool failPeerAccess = false;
   bool failImports = false;
+  std::function<void()> beforeImport;  // runs as a legacy import starts (what another thread does meanwhile)
   bool failDmaBuf = false;
   bool failFlush = false;
 
