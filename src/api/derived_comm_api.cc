@@ -92,7 +92,14 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
         if (r == ncclSuccess) {
           made->rank = placement.rank;
           made->nranks = placement.nranks;
+          {
+            std::lock_guard<std::mutex> lock(commLifecycleMutex());
+            parent->childInSetUp = made;
+            if (parent->abortFlag.load() != 0) made->abortFlag.store(1);  // the parent's abort came first
+          }
           result = initCommunicator(made, placement.id);
+          std::lock_guard<std::mutex> lock(commLifecycleMutex());
+          parent->childInSetUp = nullptr;  // before childSetUpEnds, which may free it
         }
         int expected = ncclInProgress;  // an error recorded meanwhile (used too early) stays
         made->asyncResult.compare_exchange_strong(expected, result);

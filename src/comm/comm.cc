@@ -37,6 +37,12 @@ ncclComm::~ncclComm() {
 
 void ncclComm::haltWork(std::atomic<uint32_t>& flag) {
   flag.store(1);
+  if (&flag == &abortFlag) {
+    // A child this communicator's job is setting up waits on the child's own flag (the
+    // activeRuns wait below would otherwise last until its set-up gives up).
+    std::lock_guard<std::mutex> lock(chorus::commLifecycleMutex());
+    if (childInSetUp != nullptr) childInSetUp->abortFlag.store(1);
+  }
   if (chorus::Executor* e = chosenExecutor.load(std::memory_order_seq_cst))
     e->abort();  // seq_cst: see CudaExecutor::enqueue
   while (activeRuns.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -153,6 +153,9 @@ struct ncclComm {
   // failed set-up closes it (closeComm) under the mutex first, so a late abort finds it gone.
   int initThreads = 0;
   bool abandoned = false;
+  // A split's (shrink's, grow's) new communicator while this parent's job sets it up: an
+  // abort of the parent reaches that set-up too (guarded by commLifecycleMutex).
+  ncclComm* childInSetUp = nullptr;
   // ncclSuccess, ncclInProgress while init or async work runs, or the sticky error.
   std::atomic<int> asyncResult{ncclSuccess};
   std::mutex asyncMutex;  // orders asyncResult updates with asyncJobs
