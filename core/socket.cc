@@ -155,7 +155,7 @@ bool peerClosedErrno(int err) { return err == ECONNRESET || err == EPIPE; }
 
 }  // namespace
 
-ncclResult_t Socket::listen(const SocketAddress& address, Socket* out) {
+ncclResult_t Socket::listen(const SocketAddress& address, Socket* out, bool* inUse) {
   if (!address.valid()) {
     WARN("Bootstrap: cannot listen on %s: not an IPv4 or IPv6 address", address.toString().c_str());
     return ncclInternalError;
@@ -169,7 +169,12 @@ ncclResult_t Socket::listen(const SocketAddress& address, Socket* out) {
   int one = 1;
   // A fixed port (NCCL_COMM_ID) must be reusable right after a previous run.
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (inUse != nullptr) *inUse = false;
   if (bind(fd, address.sa(), address.length()) != 0) {
+    if (inUse != nullptr && errno == EADDRINUSE) {
+      *inUse = true;
+      return ncclSystemError;
+    }
     WARN("Bootstrap: bind() to %s failed: %s", address.toString().c_str(), strerror(errno));
     return ncclSystemError;
   }

@@ -97,8 +97,9 @@ class Socket {
   const SocketAddress& address() const { return address_; }
   void close();
 
-  // Binds and listens on `address`; port 0 picks an ephemeral port.
-  static ncclResult_t listen(const SocketAddress& address, Socket* out);
+  // Binds and listens on `address`; port 0 picks an ephemeral port. With `inUse`, an address
+  // another socket still listens on is not WARNed: *inUse says so, for the caller to retry.
+  static ncclResult_t listen(const SocketAddress& address, Socket* out, bool* inUse = nullptr);
   // Connects to `address`, retrying while the connection is refused (the listener may
   // not be up yet) until `deadline`. TCP_NODELAY is set. With `gone` (for a listener known
   // to have been up, which nothing reopens once closed), refusals for kGoneAfterSeconds

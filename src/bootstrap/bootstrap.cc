@@ -3,9 +3,11 @@
 #include "src/bootstrap/bootstrap.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/debug.h"
@@ -40,6 +42,8 @@ RootBlock blockOfRoot(int root, int nranks, int nroots) {
 }
 
 // The id's bytes: the secret, the root's address, then one flag byte.
+// How long the first rank waits for a previous root to leave the NCCL_COMM_ID address.
+constexpr int kRootAddressWaitSeconds = 10;
 constexpr size_t kRootOffset = sizeof(uint64_t);
 constexpr size_t kFlagOffset = kRootOffset + sizeof(sockaddr_in6);
 
@@ -141,8 +145,22 @@ ncclResult_t Bootstrap::create(std::span<const ncclUniqueId> ids, int rank, int 
   }
   const UniqueIdContents& root = roots[mine];
   if (rank == block.first && root.rootStartedByRank0) {
+    // Under NCCL_COMM_ID the previous communicator's root listens on the same address until
+    // a moment after it has answered its last rank, which may be after that communicator's
+    // ranks went on to this one: try again for a while. (Given up, the other ranks would
+    // wait for a root at that address until CHORUS_BOOTSTRAP_TIMEOUT.)
     Socket rootListener;
-    CHORUS_CHECK(Socket::listen(root.root, &rootListener));
+    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(kRootAddressWaitSeconds);
+    for (bool inUse = true; Socket::listen(root.root, &rootListener, &inUse) != ncclSuccess;) {
+      if (!inUse) return ncclSystemError;  // listen WARNed
+      if (abortFlag != nullptr && abortFlag->load() != 0) return ncclSystemError;
+      if (std::chrono::steady_clock::now() >= giveUp) {
+        WARN("Bootstrap: rank %d cannot start the NCCL_COMM_ID root on %s: the address stayed in use for %d s", rank,
+             root.root.toString().c_str(), kRootAddressWaitSeconds);
+        return ncclSystemError;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     INFO(kSubsysBootstrap, "Bootstrap: rank %d started the NCCL_COMM_ID root on %s", rank,
          rootListener.address().toString().c_str());
     CHORUS_CHECK(startBootstrapRoot(std::move(rootListener), root.secret));

@@ -268,6 +268,32 @@ TEST(BootstrapTest, CommIdServesOneCommunicatorAfterAnother) {
   unsetenv("NCCL_COMM_ID");
 }
 
+// The previous communicator's root can still hold the NCCL_COMM_ID address (it closes a
+// moment after answering its last rank) when the next communicator's first rank starts a
+// root there: that rank tries again until the address is free, and the set-up completes.
+// (Before, it failed at once, and the other ranks waited for a root until the timeout.)
+TEST(BootstrapTest, CommIdRootWaitsForThePreviousRootToLeave) {
+  const std::string commId = "127.0.0.1:" + std::to_string(freeLoopbackPort());
+  setenv("NCCL_COMM_ID", commId.c_str(), 1);
+  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "20", 1);
+  ncclUniqueId id;
+  ASSERT_EQ(bootstrapGetUniqueId(&id), ncclSuccess);
+  UniqueIdContents contents;
+  ASSERT_TRUE(unpackUniqueId(id, &contents));
+  Socket previousRoot;
+  ASSERT_EQ(Socket::listen(contents.root, &previousRoot), ncclSuccess);
+  std::thread leaves([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    previousRoot.close();
+  });
+  BootstrapList all = createAll(id, 3);
+  leaves.join();
+  unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+  unsetenv("NCCL_COMM_ID");
+  ASSERT_FALSE(HasFailure());
+  checkAllGather(all, 16);
+}
+
 // A communicator made from another (ncclCommSplit) needs a root of its own even where
 // NCCL_COMM_ID names the job's: that address is already taken by the parent's root.
 TEST(BootstrapTest, FreshRootIgnoresCommId) {
