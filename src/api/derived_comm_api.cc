@@ -17,6 +17,7 @@
 #include "src/api/export.h"
 #include "src/api/validate.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/comm/call_admission.h"
 #include "src/comm/derived_comm.h"
 #include "src/group/group.h"
 
@@ -52,13 +53,6 @@ struct ChildSetUp {
 
 using Exchange = std::function<ncclResult_t(SplitPlacement*)>;
 
-// The error a job of a parent whose own set-up failed answers, with a WARN.
-ncclResult_t parentNotSetUp(const ncclComm* parent) {
-  const ncclResult_t why = static_cast<ncclResult_t>(parent->asyncResult.load());
-  WARN("Rank %d: the communicator's set-up failed, so a split, shrink or grow queued on it did not run", parent->rank);
-  return why != ncclSuccess && why != ncclInProgress ? why : ncclInvalidUsage;
-}
-
 // Runs `exchange` and then (when this rank is a `member`) the new communicator's set-up
 // with `config`, both as one job of `parent`'s, as in NCCL: once the parent's call has
 // completed (a non-blocking parent has settled), the new communicator is ready.
@@ -85,7 +79,8 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
         SplitPlacement placement;
         // Queued behind the parent's own set-up (a non-blocking parent, a group): nothing to
         // exchange over where that failed.
-        const ncclResult_t r = parent->ready.load() ? exchange(&placement) : parentNotSetUp(parent);
+        ncclResult_t r = checkSetUp(parent, "a split, shrink or grow");
+        if (r == ncclSuccess) r = exchange(&placement);
         ncclComm* made = setUp->child;
         if (made == nullptr) return r;
         ncclResult_t result = r;  // a failed exchange has named its cause

@@ -41,6 +41,13 @@ ncclResult_t checkAcceptsWork(const ncclComm* comm) {
 // for the stopped call's group to let go (bounded: a group left open holds it).
 constexpr auto kRevokedClaimWait = std::chrono::seconds(10);
 
+ncclResult_t checkSetUp(const ncclComm* comm, const char* what) {
+  if (comm->ready.load()) return ncclSuccess;
+  WARN("Rank %d: the communicator's set-up failed, so %s queued on it did not run", comm->rank, what);
+  const ncclResult_t why = static_cast<ncclResult_t>(comm->asyncResult.load());
+  return why != ncclSuccess && why != ncclInProgress ? why : ncclInvalidUsage;
+}
+
 ncclResult_t claimForCalls(ncclComm* comm, const void* group, bool* fresh) {
   *fresh = false;
   // The clock is read only once a claim has failed: every call passes here, and a clock

@@ -18,6 +18,12 @@ namespace chorus {
 // which).
 ncclResult_t checkAcceptsWork(const ncclComm* comm);
 
+// For work queued behind `comm`'s own set-up (in its group, or before it on a non-blocking
+// communicator's worker), which runs only where that set-up succeeded: ncclSuccess if it
+// did, else the set-up's error (ncclInvalidUsage where none is recorded) and a WARN that
+// `what` did not run.
+ncclResult_t checkSetUp(const ncclComm* comm, const char* what);
+
 // Takes `comm` for the calls of `group` (a thread's group state, opaque here). ncclSuccess
 // when `group` holds it now, `*fresh` when it did not before; otherwise a WARN and
 // ncclInvalidUsage, and the communicator is unharmed.

@@ -172,14 +172,12 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g) {
   const bool allReady = std::all_of(all.begin(), all.end(), [](const ncclComm* c) { return c->ready.load(); });
   if (!allReady) {
     for (ncclComm* comm : all) {
-      if (comm->ready.load()) {
+      const ncclResult_t failed = checkSetUp(comm, "the collective and send/receive calls");
+      if (failed == ncclSuccess) {
         setUp.push_back(comm);
         continue;
       }
-      const ncclResult_t why = static_cast<ncclResult_t>(comm->asyncResult.load());
-      if (notSetUp == ncclSuccess) notSetUp = why != ncclSuccess && why != ncclInProgress ? why : ncclInvalidUsage;
-      WARN("Rank %d: the communicator's set-up failed, so the %zu call(s) queued on it did not run", comm->rank,
-           comm->running.size());
+      if (notSetUp == ncclSuccess) notSetUp = failed;
       comm->running.clear();
     }
     if (setUp.empty()) return notSetUp;
@@ -238,17 +236,12 @@ ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops) {
 ncclResult_t runRmaJobs(std::vector<RmaJob>& jobs, bool* inProgress) {
   ncclResult_t result = ncclSuccess;
   // As runBlocking's calls: a job queued behind a failed set-up does not run.
-  auto notSetUp = [](const ncclComm* comm) {
-    if (comm->ready.load()) return ncclSuccess;
-    WARN("Rank %d: a one-sided call was queued on a communicator whose set-up failed; it did not run", comm->rank);
-    const ncclResult_t why = static_cast<ncclResult_t>(comm->asyncResult.load());
-    return why != ncclSuccess && why != ncclInProgress ? why : ncclInvalidUsage;
-  };
+  constexpr const char* kWhat = "a one-sided call";
   for (RmaJob& job : jobs) {
     ncclComm* comm = job.comm;
     if (!comm->config.blocking) {
-      submitAsync(comm, [comm, run = std::move(job.run), notSetUp] {
-        if (const ncclResult_t r = notSetUp(comm); r != ncclSuccess) return r;
+      submitAsync(comm, [comm, run = std::move(job.run)] {
+        if (const ncclResult_t r = checkSetUp(comm, kWhat); r != ncclSuccess) return r;
         comm->activeRuns.fetch_add(1);
         const ncclResult_t r = run();
         comm->activeRuns.fetch_sub(1);
@@ -258,7 +251,7 @@ ncclResult_t runRmaJobs(std::vector<RmaJob>& jobs, bool* inProgress) {
       continue;
     }
     const ScopedLogContext logAs(comm->rank, comm->config.commName);
-    if (const ncclResult_t r = notSetUp(comm); r != ncclSuccess) {
+    if (const ncclResult_t r = checkSetUp(comm, kWhat); r != ncclSuccess) {
       if (result == ncclSuccess) result = r;
       continue;
     }
