@@ -9,8 +9,14 @@
 // many places per kernel. Inlining each call site multiplied a kernel's code tenfold
 // (4.5 MB of SASS per type and op, 2.5 minutes of nvcc) for calls made once per step.
 #define CHORUS_HD_OUTLINE __host__ __device__ inline __noinline__
-// A short loop of constant trip count unrolled, so that its array stays in registers.
+// A short loop of constant trip count unrolled, so that its array stays in registers. In
+// nvcc's device pass only: its host pass hands the code to the host compiler, which does
+// not know the pragma (-Wunknown-pragmas).
+#if defined(__CUDA_ARCH__)
 #define CHORUS_UNROLL _Pragma("unroll")
+#else
+#define CHORUS_UNROLL
+#endif
 #else
 // Plain inline on the host: forcing every primitive and loop inline copied the
 // reduction loops into each of thousands of instantiations (minutes of compile time
