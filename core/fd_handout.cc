@@ -161,23 +161,7 @@ class FdServer {
         offers_.erase(it);  // one redemption per offer
       }
     }
-    char status = fd >= 0 ? 1 : 0;
-    iovec iov{&status, 1};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (fd >= 0) {
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    while (sendmsg(client, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-    }
+    sendFdAnswer(client, fd >= 0 ? 1 : 0, fd);
     if (fd >= 0) close(fd);
   }
 
@@ -194,6 +178,25 @@ Token tokenOf(const FdTicket& ticket) {
 }
 
 }  // namespace
+
+void sendFdAnswer(int socket, char status, int fd) {
+  iovec iov{&status, 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  while (sendmsg(socket, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
 
 ncclResult_t offerFd(int fd, FdTicket* ticket) {
   std::string why;

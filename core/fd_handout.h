@@ -27,6 +27,11 @@ ncclResult_t offerFd(int fd, FdTicket* ticket);
 // Takes back an offer not yet redeemed (nothing if it was).
 void withdrawFd(const FdTicket& ticket);
 
+// The server's answer on the wire: one status byte (1: here it is), with `fd` attached
+// (SCM_RIGHTS) where it is >= 0; the caller keeps its `fd`. Tests' stand-in servers answer
+// with it too.
+void sendFdAnswer(int socket, char status, int fd);
+
 // Redeems `ticket` from the process that offered it, waiting at most `timeoutSec`: `*fd`
 // is this process's descriptor, the caller's to close. A server that is gone (its process
 // died), a ticket it does not hold, or a timeout: ncclRemoteError or ncclSystemError, with

@@ -149,20 +149,7 @@ class SlowServer {
       if (recv(client, token, sizeof(token), MSG_WAITALL) == static_cast<ssize_t>(sizeof(token))) {
         std::this_thread::sleep_for(delay);
         const int fd = memfdWith("slow");
-        char answer = status;
-        iovec iov{&answer, 1};
-        msghdr msg{};
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msg.msg_control = control;
-        msg.msg_controllen = sizeof(control);
-        cmsghdr* c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-        sendmsg(client, &msg, MSG_NOSIGNAL);
+        sendFdAnswer(client, status, fd);  // a descriptor even with a refusal (status 0)
         close(fd);
       }
       close(client);
