@@ -104,6 +104,8 @@ inline void markBroken(StepFifoControl* ctrl, BrokenCause cause) {
 // A slot holds whole lines of its protocol (LL's 16-byte lines, LL128's 128-byte lines,
 // Simple's 64-byte vectors), and no slot is larger than kMaxSlotBytes.
 constexpr size_t kSlotLineBytes[kNumProtocols] = {16, 128, 64};
+// A FIFO's slot count (NCCL_STEPS): a power of two from 2 to kMaxSteps.
+constexpr bool validSlotCount(int64_t n) { return n >= 2 && n <= kMaxSteps && (n & (n - 1)) == 0; }
 constexpr size_t kMaxSlotBytes = size_t{1} << 30;
 
 struct FifoLayout {
@@ -133,7 +135,7 @@ struct FifoLayout {
   // not carry: one-sided connections have only Simple's). A sender checks the layout its
   // receiver announces before it sizes anything by it.
   bool plausible() const {
-    if (nSlots < 2 || nSlots > kMaxSteps || (nSlots & (nSlots - 1)) != 0) return false;
+    if (!validSlotCount(nSlots)) return false;
     size_t any = 0;
     for (int p = 0; p < kNumProtocols; ++p) {
       if (slotBytes[p] > kMaxSlotBytes || slotBytes[p] % kSlotLineBytes[p] != 0) return false;

@@ -87,7 +87,7 @@ size_t slotBytesFromEnv(const char* name, int64_t defaultBuffer, int nSlots, Pro
 
 int slotCountFromEnv() {
   const int64_t steps = envInt("NCCL_STEPS", kNcclSteps);
-  if (steps < 2 || steps > kMaxSteps || (steps & (steps - 1)) != 0) {
+  if (!validSlotCount(steps)) {
     WARN("NCCL_STEPS=%lld must be a power of two from 2 to %d; using %d", static_cast<long long>(steps), kMaxSteps,
          kNcclSteps);
     return kNcclSteps;
