@@ -40,6 +40,7 @@ struct PeerInfo {
   int gpuLanes;        // ... the blocks of the collective kernel its GPU runs at once (0: unknown)
   int gpuArch;         // ... its GPU's compute capability, major * 10 + minor (0: unknown)
   float nicGBs;        // ... GB/s its GPU's network traffic gets (topo::GpuRoute::nicGBs; 0: unknown)
+  int lenderRank;      // splitShare/shrinkShare: its rank in the communicator whose connections it would share, or -1
   char hostname[64];
 };
 
@@ -148,6 +149,9 @@ struct ConnectHandle {
   FdTicket gpuTicket;
   uint64_t gpuBytes;
   char gpuHandle[GpuFifoMemory::kIpcHandleBytes];
+  // 1: the receiver uses a connection it already had with the sender (splitShare,
+  // src/comm/shared_connections.h) instead of a new FIFO; nothing else is set.
+  uint32_t borrowed;
 };
 
 struct ProxyOpTrace;  // net/proxy_op_trace.h

@@ -54,6 +54,19 @@ struct PeerCall {
   uint64_t generation;  // odd while being rewritten, so a reader can tell a torn copy
 };
 
+// Communicators that share ring and tree connections (ncclConfig_t.splitShare and
+// shrinkShare, src/comm/shared_connections.h) number their collectives independently, so
+// each stamps its own tag into seq's top 16 bits: a step of one is never taken for the
+// other's same-numbered call. 0 for every other communicator (and every Send/Recv).
+constexpr int kStampTagShift = 48;
+constexpr uint64_t kStampNumberMask = (uint64_t{1} << kStampTagShift) - 1;
+CHORUS_HD uint64_t callNumber(uint64_t seq) { return seq & kStampNumberMask; }
+// Whether two calls come from the same communicator's numbering, so their order says which
+// came first (calls of communicators sharing a connection are in no order the numbers show).
+CHORUS_HD bool sameNumbering(const CallStamp& a, const CallStamp& b) {
+  return (a.seq >> kStampTagShift) == (b.seq >> kStampTagShift);
+}
+
 // WorkKind's Send and Recv values (work.h includes this header, not the reverse).
 constexpr uint8_t kStampSend = 5;
 constexpr uint8_t kStampRecv = 6;

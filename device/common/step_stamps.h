@@ -145,7 +145,9 @@ CHORUS_HD bool checkStepStamp(Exec& exec, const FifoEnd& r, Protocol p, int64_t 
 // record says was already done. On a proxied FIFO the record is the one the proxies
 // relayed (net_connection.h), which keeps that order for the sender's; a slot there is
 // freed by the local proxy's send, not by the receiver, so a receiver done with the same
-// call proves nothing, and a step that arrived is checked when it is read.
+// call proves nothing, and a step that arrived is checked when it is read. A call of
+// another communicator sharing the connection (another numbering) is in no known order:
+// only its steps, when they come, show a conflict.
 template <typename Exec>
 CHORUS_HD bool callConflict(const FifoEnd& e, CallStamp* theirs) {
   const CallStamp& mine = e.call;
@@ -157,7 +159,7 @@ CHORUS_HD bool callConflict(const FifoEnd& e, CallStamp* theirs) {
     if (e.step - Exec::loadAcquire(&e.ctrl->head) < static_cast<uint64_t>(e.nSlots)) return false;  // a slot is free
     *theirs = at.call;
     if (stampsMatch(mine, at.call)) return !e.proxied && at.endStep != 0;
-    return at.call.seq >= mine.seq;
+    return sameNumbering(at.call, mine) && at.call.seq >= mine.seq;
   }
   if (static_cast<int64_t>(Exec::loadAcquire(&e.ctrl->tail) - e.step) > 0) {
     if (e.proxied) return false;
@@ -171,7 +173,7 @@ CHORUS_HD bool callConflict(const FifoEnd& e, CallStamp* theirs) {
   if (!announced) return false;
   *theirs = at.call;
   if (stampsMatch(at.call, mine)) return at.endStep != 0 && at.endStep - 1 <= e.step;
-  return at.call.seq >= mine.seq;
+  return sameNumbering(at.call, mine) && at.call.seq >= mine.seq;
 }
 
 }  // namespace chorus

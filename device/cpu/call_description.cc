@@ -41,7 +41,7 @@ std::string describeCall(const CallStamp& call) {
   char text[160];
   if (kind == WorkKind::Send || kind == WorkKind::Recv) {
     snprintf(text, sizeof(text), "%s(%llu bytes; %s) #%llu", kindName(call.kind),
-             static_cast<unsigned long long>(call.count), proto, static_cast<unsigned long long>(call.seq));
+             static_cast<unsigned long long>(call.count), proto, static_cast<unsigned long long>(callNumber(call.seq)));
     return text;
   }
   const char* algo = algorithmName(static_cast<Algorithm>(call.algoProto >> 4));
@@ -51,7 +51,7 @@ std::string describeCall(const CallStamp& call) {
   if (call.root >= 0) snprintf(root, sizeof(root), ", root %d", call.root);
   snprintf(text, sizeof(text), "%s(%s%s, %llu%s; %s/%s) #%llu", kindName(call.kind), op,
            typeName(static_cast<ncclDataType_t>(call.dtype)), static_cast<unsigned long long>(call.count), root, algo,
-           proto, static_cast<unsigned long long>(call.seq));
+           proto, static_cast<unsigned long long>(callNumber(call.seq)));
   return text;
 }
 

@@ -56,9 +56,12 @@ std::string describeWait(const FifoEnd& end) {
     return out + text;
   }
   const char* state = at.endStep != 0 ? "finished" : "in progress";
-  if (end.call.seq != 0 && at.call.seq < end.call.seq) {
+  if (!sameNumbering(at.call, end.call)) {
+    snprintf(text, sizeof(text), "; rank %d is in %s (%s) of another communicator sharing this connection", end.peer,
+             describeCall(at.call).c_str(), state);
+  } else if (end.call.seq != 0 && at.call.seq < end.call.seq) {
     snprintf(text, sizeof(text), "; rank %d is at %s (%s): it has not reached #%llu", end.peer,
-             describeCall(at.call).c_str(), state, static_cast<unsigned long long>(end.call.seq));
+             describeCall(at.call).c_str(), state, static_cast<unsigned long long>(callNumber(end.call.seq)));
   } else {
     snprintf(text, sizeof(text), "; rank %d is in %s (%s)", end.peer, describeCall(at.call).c_str(), state);
   }
@@ -212,11 +215,14 @@ void CpuExec::reportStuck(const FifoEnd& end, const char* why) {
 }
 
 void CpuExec::mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why) {
+  // Another numbering: a call of another communicator that shares the connection, which
+  // every rank must run in the same order relative to this communicator's.
+  const char* whose = sameNumbering(theirs, mine) ? "" : " of another communicator sharing this connection";
   if (!ctx_.failed())
     WARN(
-        "Rank %d: calls do not match: rank %d called %s, rank %d called %s (%s); the communicator cannot be used "
+        "Rank %d: calls do not match: rank %d called %s%s, rank %d called %s (%s); the communicator cannot be used "
         "any more",
-        ctx_.rank, end.peer, describeCall(theirs).c_str(), ctx_.rank, describeCall(mine).c_str(), why);
+        ctx_.rank, end.peer, describeCall(theirs).c_str(), whose, ctx_.rank, describeCall(mine).c_str(), why);
   ctx_.setError(ncclInvalidUsage);
 }
 

@@ -37,13 +37,11 @@ const IntField kIntFields[] = {
      "no effect: Chorus' kernels use no thread-block clusters", false},
     {"minCTAs", offsetof(ncclConfig_t, minCTAs), 1, kAny, nullptr, false},
     {"maxCTAs", offsetof(ncclConfig_t, maxCTAs), 1, kAny, nullptr, false},
-    {"splitShare", offsetof(ncclConfig_t, splitShare), 0, 1,
-     "accepted: a split communicator gets connections of its own (nothing is shared yet)", false},
+    {"splitShare", offsetof(ncclConfig_t, splitShare), 0, 1, nullptr, false},
     {"trafficClass", offsetof(ncclConfig_t, trafficClass), 0, 255, nullptr, false},
     {"collnetEnable", offsetof(ncclConfig_t, collnetEnable), 0, 1, "no effect: Chorus has no CollNet", false},
     {"CTAPolicy", offsetof(ncclConfig_t, CTAPolicy), 0, 3, "no effect: Chorus has one CTA policy", false},
-    {"shrinkShare", offsetof(ncclConfig_t, shrinkShare), 0, 1,
-     "accepted: a shrunk communicator gets connections of its own (nothing is shared yet)", false},
+    {"shrinkShare", offsetof(ncclConfig_t, shrinkShare), 0, 1, nullptr, false},
     {"nvlsCTAs", offsetof(ncclConfig_t, nvlsCTAs), 0, kAny, "no effect: Chorus has no NVLS algorithms", false},
     {"nChannelsPerNetPeer", offsetof(ncclConfig_t, nChannelsPerNetPeer), 1, kAny,
      "no effect: sends and receives use one connection per peer", false},
@@ -90,6 +88,8 @@ ncclResult_t readIntFields(const ncclConfig_t* user, CommConfig* out, int* block
   if (const int n = field(offsetof(ncclConfig_t, minCTAs)); n != NCCL_CONFIG_UNDEF_INT) out->minChannels = n;
   if (const int n = field(offsetof(ncclConfig_t, maxCTAs)); n != NCCL_CONFIG_UNDEF_INT) out->maxChannels = n;
   if (const int t = field(offsetof(ncclConfig_t, trafficClass)); t != NCCL_CONFIG_UNDEF_INT) out->trafficClass = t;
+  if (const int v = field(offsetof(ncclConfig_t, splitShare)); v != NCCL_CONFIG_UNDEF_INT) out->splitShare = v != 0;
+  if (const int v = field(offsetof(ncclConfig_t, shrinkShare)); v != NCCL_CONFIG_UNDEF_INT) out->shrinkShare = v != 0;
   if (out->minChannels > 0 && out->maxChannels > 0 && out->minChannels > out->maxChannels) {
     WARN("%s: invalid argument: config->minCTAs %d is larger than config->maxCTAs %d", func, out->minChannels,
          out->maxChannels);
@@ -111,6 +111,8 @@ ncclResult_t readIntFields(const ncclConfig_t* user, CommConfig* out, int* block
 ncclResult_t parseConfig(const ncclConfig_t* user, CommConfig* out, const char* func) {
   *out = CommConfig{};
   int blocking = static_cast<int>(envInt("NCCL_COMM_BLOCKING", 1));
+  out->splitShare = envInt("NCCL_COMM_SPLIT_SHARE_RESOURCES", 0) != 0;
+  out->shrinkShare = envInt("NCCL_COMM_SHRINK_SHARE_RESOURCES", 0) != 0;
   if (user != nullptr) {
     if (user->magic != NCCL_API_MAGIC) {
       WARN("%s: invalid argument: config->magic is 0x%x, expected 0x%x (initialize it with NCCL_CONFIG_INITIALIZER)",

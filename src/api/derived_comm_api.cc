@@ -19,6 +19,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/comm/call_admission.h"
 #include "src/comm/derived_comm.h"
+#include "src/comm/shared_connections.h"
 #include "src/group/group.h"
 
 using namespace chorus;
@@ -55,11 +56,13 @@ using Exchange = std::function<ncclResult_t(SplitPlacement*)>;
 
 // Runs `exchange` and then (when this rank is a `member`) the new communicator's set-up
 // with `config`, both as one job of `parent`'s, as in NCCL: once the parent's call has
-// completed (a non-blocking parent has settled), the new communicator is ready.
-ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member, Exchange exchange,
+// completed (a non-blocking parent has settled), the new communicator is ready. `share`:
+// it asks to share the parent's connections (src/comm/shared_connections.h).
+ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member, bool share, Exchange exchange,
                         ncclComm_t* newcomm) {
   std::unique_ptr<ncclComm> child;
   auto setUp = std::make_shared<ChildSetUp>();
+  if (member && share) SharedConnections::offer(parent);
   if (member) {
     child = std::make_unique<ncclComm>();
     child->cudaDev = parent->cudaDev;
@@ -74,7 +77,7 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
   }
   const ncclResult_t exchanged = enqueueInit(
       parent,
-      [parent, exchange = std::move(exchange), setUp] {
+      [parent, share, exchange = std::move(exchange), setUp] {
         setUp->ran = true;
         SplitPlacement placement;
         // Queued behind the parent's own set-up (a non-blocking parent, a group): nothing to
@@ -92,7 +95,9 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
             parent->childInSetUp = made;
             if (parent->abortFlag.load() != 0) made->abortFlag.store(1);  // the parent's abort came first
           }
+          made->lender = share && parent->sharedConns && parent->revokeFlag.load() == 0 ? parent : nullptr;
           result = initCommunicator(made, placement.id);
+          made->lender = nullptr;
           std::lock_guard<std::mutex> lock(commLifecycleMutex());
           parent->childInSetUp = nullptr;  // before childSetUpEnds, which may free it
         }
@@ -153,8 +158,10 @@ ncclResult_t split(const CommCall& held, ncclComm_t comm, int color, int key, nc
   CHORUS_CHECK(checkHealthy(comm, func));
   CommConfig parsed;
   CHORUS_CHECK(childConfig(comm, config, &parsed, func));
+  // Shared where the parent's config or the split's asks (NCCL reads the parent's).
+  const bool share = comm->config.splitShare || parsed.splitShare;
   return deriveComm(
-      comm, parsed, color != NCCL_SPLIT_NOCOLOR,
+      comm, parsed, color != NCCL_SPLIT_NOCOLOR, share,
       [comm, color, key](SplitPlacement* placement) { return exchangeSplit(comm, color, key, placement); }, newcomm);
 }
 
@@ -195,8 +202,10 @@ ncclResult_t shrink(const CommCall& held, ncclComm_t comm, int* excludeRanksList
   } else {
     CHORUS_CHECK(checkHealthy(comm, func));
   }
+  // Never after NCCL_SHRINK_ABORT (as NCCL): the parent's connections may be stuck.
+  const bool share = shrinkFlags == NCCL_SHRINK_DEFAULT && (comm->config.shrinkShare || parsed.shrinkShare);
   return deriveComm(
-      comm, parsed, /*member=*/true,
+      comm, parsed, /*member=*/true, share,
       [comm, excluded](SplitPlacement* placement) {
         // Counted as the exchange runs, under the communicator's claim: a shrink refused
         // before it (another thread holds the communicator) leaves the count as it was.
@@ -225,8 +234,9 @@ ncclResult_t growExisting(const CommCall& held, ncclComm_t comm, int nRanks, con
   CHORUS_CHECK(childConfig(comm, config, &parsed, func));
   std::optional<ncclUniqueId> id;
   if (uniqueId != nullptr) id = *uniqueId;
+  // Shares nothing: the new ranks' connections are new, and NCCL shares none either.
   return deriveComm(
-      comm, parsed, /*member=*/true,
+      comm, parsed, /*member=*/true, /*share=*/false,
       [comm, id, nRanks](SplitPlacement* placement) {
         return exchangeGrow(comm, id ? &*id : nullptr, nRanks, placement);
       },

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/env.h"
+#include "src/comm/shared_connections.h"
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
 #include "src/profiler/profiler.h"
@@ -31,6 +32,8 @@ ncclComm::~ncclComm() {
   executor.reset();  // waits for its kernels, which may still be using the connections
   if (abortFlag.load() == 0) markDestroyed();
   profiler.reset();  // the plugin's finalize, once no work of this communicator is left
+  // Gives back what it borrowed, and keeps its channels where another still uses them.
+  if (sharedConns) sharedConns->leave(channels);
   magic = 0;
   chorus::unregisterComm(this);
 }
@@ -58,16 +61,20 @@ uint64_t ncclComm::gpuFifoBytes() {
 
 size_t ncclComm::releaseIdleBuffers() {
   size_t released = 0;
-  forEachWorkConnection([&released](chorus::Connection& c) {
-    if (c.connected() && c.resource != nullptr) released += c.resource->releaseIdleSlots();
+  // Not a connection another communicator shares (it may be running on it).
+  forEachWorkConnection([&](chorus::Connection& c) {
+    if (c.connected() && c.resource != nullptr && !(sharedConns && sharedConns->lent(c)))
+      released += c.resource->releaseIdleSlots();
   });
   return released;
 }
 
 void ncclComm::breakConnections() {
   // Send ends too: every end holds its FIFO's memory (a P2P sender shares its peer's), so a
-  // peer waiting on either direction learns of it at once.
-  forEachConnection([](chorus::Connection& c) {
+  // peer waiting on either direction learns of it at once. Borrowed connections too: the
+  // communicators sharing them fail with this one, as NCCL's share its abort flag.
+  forEachConnection([](chorus::Connection& mine) {
+    chorus::Connection& c = mine.used();
     if (c.connected() && c.resource != nullptr) chorus::markBroken(c.end.ctrl, chorus::kBrokenByPeer);
   });
 }
@@ -80,8 +87,9 @@ void ncclComm::markDestroyed() {
   // What this rank published stays readable: a wait looks at its FIFO before at `broken`.
   // Not the one-sided connections: a peer's WaitSignal looks at `broken` before the service
   // thread has landed every put already published.
-  forEachWorkConnection([](chorus::Connection& c) {
-    if (c.connected() && c.resource != nullptr && !c.end.proxied)
+  // Not one another communicator still uses (shared_connections.h marks it when the last goes).
+  forEachWorkConnection([this](chorus::Connection& c) {
+    if (c.connected() && c.resource != nullptr && !c.end.proxied && !(sharedConns && sharedConns->lent(c)))
       chorus::markBroken(c.end.ctrl, chorus::kBrokenByDestroy);
   });
 }
@@ -89,7 +97,7 @@ void ncclComm::markDestroyed() {
 void ncclComm::refreshView() {
   ++viewVersion;
   channelViews.resize(channels.size());
-  auto endOf = [](chorus::Connection& c) { return c.connected() ? &c.end : nullptr; };
+  auto endOf = [](chorus::Connection& c) { return c.used().connected() ? &c.used().end : nullptr; };
   for (size_t c = 0; c < channels.size(); ++c) {
     chorus::Channel& ch = channels[c];
     chorus::ChannelView& v = channelViews[c];

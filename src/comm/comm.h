@@ -30,6 +30,7 @@ struct PlanLanes;                     // src/enqueue/plan.h
 class Executor;                       // src/executor/executor.h
 class CommProfiler;                   // src/profiler/profiler.h
 class RmaService;                     // src/rma/rma_service.h
+class SharedConnections;              // src/comm/shared_connections.h
 struct FaultState;                    // src/fault/fault_injection.h
 enum class ExecutorChoice : uint8_t;  // src/executor/executor_choice.h
 
@@ -38,7 +39,14 @@ struct Connection {
   FifoEnd end;
   std::unique_ptr<ConnectionResource> resource;
   const Transport* transport = nullptr;
+  // splitShare/shrinkShare: the connection of the communicator this one was made from that
+  // its work moves through instead of a FIFO of its own (src/comm/shared_connections.h);
+  // then this one is not connected itself. Null: its own, or none.
+  Connection* borrowed = nullptr;
   bool connected() const { return transport != nullptr; }
+  // The connection the work moves through: the borrowed one, else this one.
+  Connection& used() { return borrowed != nullptr ? *borrowed : *this; }
+  const Connection& used() const { return borrowed != nullptr ? *borrowed : *this; }
 };
 
 struct Channel {
@@ -79,6 +87,10 @@ struct CommConfig {
   int maxChannels = 0;       // maxCTAs; 0: unset (NCCL_MAX_NCHANNELS decides)
   int trafficClass = -1;     // 0-255 for this communicator's network connections; -1: the nets' default
   std::string netName;       // the net its network connections use; "": the process's (NCCL_NET)
+  // Whether communicators split (shrunk) from this one share its ring and tree connections
+  // (src/comm/shared_connections.h); NCCL_COMM_SPLIT/SHRINK_SHARE_RESOURCES give the default.
+  bool splitShare = false;
+  bool shrinkShare = false;
 };
 
 // What a rank learns of another rank's copy of a window when it is registered.
@@ -133,6 +145,9 @@ struct ncclComm {
   // CHORUS_DETERMINISTIC=1: reductions combine ranks in one order (device/common/ordered_algorithms.h).
   bool deterministic = false;
   uint64_t collSeq = 0;
+  // Or'ed into the collectives' numbers where this communicator's ring and tree connections
+  // are shared with others (shared_connections.h): its own tag above kStampTagShift; else 0.
+  uint64_t stampTag = 0;
   std::vector<uint64_t> sendSeq, recvSeq;
   chorus::FlightRecord flight;  // the last calls, for the hang report (src/report/hang_report.h)
 
@@ -202,6 +217,13 @@ struct ncclComm {
   std::unique_ptr<chorus::RmaService> rma;
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
+
+  // splitShare/shrinkShare: what this communicator shares ring and tree connections through
+  // with the one it was made from and the others made from either (null: it shares none).
+  std::shared_ptr<chorus::SharedConnections> sharedConns;
+  // While a split or shrink with sharing sets this communicator up: the one it was made
+  // from, whose connections it may borrow; null otherwise.
+  ncclComm* lender = nullptr;
 
   // CHORUS_FAULT (src/fault/fault_injection.h): this rank's rules and its calls counted, set
   // up at the communicator's first call; null when no rule names its rank.

@@ -104,13 +104,13 @@ ncclResult_t networkHops(ncclComm* comm, NetworkHops* out) {
   std::vector<Report> reports(comm->nranks, Report{0, -1});
   Report& mine = reports[comm->rank];
   auto overNet = [](const std::vector<Connection>& side, int peer) {
-    return peer >= 0 && peer < static_cast<int>(side.size()) && side[peer].connected() &&
-           side[peer].transport->id() == TransportId::Net;
+    return peer >= 0 && peer < static_cast<int>(side.size()) && side[peer].used().connected() &&
+           side[peer].used().transport->id() == TransportId::Net;
   };
   for (Channel& ch : comm->channels) {
     for (auto* side : {&ch.send, &ch.recv})
       for (const Connection& c : *side)
-        if (c.connected() && c.transport->id() == TransportId::Net) mine.flags |= kAny;
+        if (c.used().connected() && c.used().transport->id() == TransportId::Net) mine.flags |= kAny;
   }
   // By machine name, not host identity: NCCL_HOSTID may split one machine's cores into "hosts".
   const char* machine = comm->peers[comm->rank].hostname;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/debug.h"
+#include "src/comm/shared_connections.h"
 
 namespace chorus {
 
@@ -45,6 +46,13 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn,
   CHORUS_CHECK(forCall != nullptr ? comm->bootstrap->recvForCall(peer, tag, &handle, sizeof(handle), comm->timeoutSec,
                                                                  forCall->what, &forCall->timedOut)
                                   : comm->bootstrap->recv(peer, tag, &handle, sizeof(handle)));
+  if (handle.borrowed != 0) {
+    WARN(
+        "Rank %d: peer rank %d uses a connection of the communicator both were made from (splitShare) where this "
+        "rank has none to share: their parents' channels differ",
+        comm->rank, peer);
+    return ncclInternalError;
+  }
   if (static_cast<uint32_t>(handle.transport) == 0) {
     WARN("Rank %d: peer rank %d could not set up its end of the connection from this rank (its WARN says why)",
          comm->rank, peer);
@@ -67,6 +75,28 @@ ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn,
   CHORUS_CHECK(t->attachSender(handle, comm->peers[comm->rank], comm->peers[peer], linkTo(comm, peer, use), &conn->end,
                                &conn->resource));
   conn->transport = t;
+  return ncclSuccess;
+}
+
+ncclResult_t borrowReceiver(ncclComm* comm, int peer, int tag, Connection& lent, Connection* conn) {
+  comm->sharedConns->lend(lent, conn);
+  ConnectHandle handle;
+  memset(static_cast<void*>(&handle), 0, sizeof(handle));
+  handle.borrowed = 1;
+  return comm->bootstrap->send(peer, tag, &handle, sizeof(handle));
+}
+
+ncclResult_t borrowSender(ncclComm* comm, int peer, int tag, Connection& lent, Connection* conn) {
+  ConnectHandle handle;
+  CHORUS_CHECK(comm->bootstrap->recv(peer, tag, &handle, sizeof(handle)));
+  if (handle.borrowed == 0) {
+    WARN(
+        "Rank %d: peer rank %d made a new connection from this rank where this rank shares one of the communicator "
+        "both were made from (splitShare): their parents' channels differ",
+        comm->rank, peer);
+    return ncclInternalError;
+  }
+  comm->sharedConns->lend(lent, conn);
   return ncclSuccess;
 }
 

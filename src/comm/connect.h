@@ -36,6 +36,12 @@ struct CallWait {
 ncclResult_t attachSenderTo(ncclComm* comm, int peer, int tag, Connection* conn, ConnectionUse use,
                             CallWait* forCall = nullptr);
 
+// splitShare (src/comm/shared_connections.h), a channel's two halves where this rank's
+// end borrows `lent`, a connection of the communicator it was made from: the receiver
+// tells the peer it borrowed; the sender checks that the peer's receiver did the same.
+ncclResult_t borrowReceiver(ncclComm* comm, int peer, int tag, Connection& lent, Connection* conn);
+ncclResult_t borrowSender(ncclComm* comm, int peer, int tag, Connection& lent, Connection* conn);
+
 // Waits until every connection of the communicator can carry data (NET connections are
 // completed by the proxy thread after both halves above have run).
 ncclResult_t awaitConnections(ncclComm* comm);

@@ -13,6 +13,7 @@
 #include "src/comm/comm.h"
 #include "src/comm/comm_tuning.h"
 #include "src/comm/connect.h"
+#include "src/comm/shared_connections.h"
 #include "src/executor/cuda/cuda_executor.h"
 #include "src/executor/executor_choice.h"
 #include "src/profiler/profiler.h"
@@ -39,6 +40,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.gpuArch = info.gpuComm ? gpuComputeCapability(comm->cudaDev) : 0;
   info.ringPosition = -1;  // set from the topology once the host's ranks are known
   info.topoGpu = -1;
+  info.lenderRank = comm->lender != nullptr ? comm->lender->rank : -1;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
   info.hostHash = localHostHash();
   struct stat st;
@@ -160,6 +162,36 @@ std::string pathNote(const ncclComm* comm, int peer) {
   return std::string(" (") + pathTypeName(static_cast<PathType>(comm->gpuLinks[peer].gpuPath)) + ")";
 }
 
+// Where this communicator shares its lender's connections (comm->sharedConns set up
+// below): the lender's connection to (`side` &Channel::send) or from (&Channel::recv) `peer`
+// on channel `c`, if it has one; else null, and this rank makes its own.
+Connection* lenderConnection(ncclComm* comm, int c, int peer, std::vector<Connection> Channel::*side) {
+  if (comm->lender == nullptr) return nullptr;
+  const int lenderPeer = comm->peers[peer].lenderRank;
+  if (c >= static_cast<int>(comm->lender->channels.size()) || lenderPeer < 0) return nullptr;
+  Connection& conn = (comm->lender->channels[c].*side)[lenderPeer];
+  return conn.used().connected() ? &conn : nullptr;
+}
+
+// splitShare/shrinkShare: whether this rank's connections may be shared with those of the
+// communicator it is made from. Only where every rank asks (the ends must decide alike) and
+// the communicators are CPU ones. Then it joins the lender's family, takes the lender's
+// FIFO layout, and tags its calls (call_stamp.h) with a number of its own, the same on every rank.
+void decideSharing(ncclComm* comm, uint64_t commHash) {
+  if (comm->lender == nullptr) return;
+  const bool everyRankAsks = std::all_of(comm->peers.begin(), comm->peers.end(),
+                                         [](const PeerInfo& p) { return p.lenderRank >= 0 && p.gpuComm == 0; });
+  if (!everyRankAsks || comm->nranks < 2) {
+    INFO(kSubsysInit, "rank %d: connections not shared with the parent communicator: %s", comm->rank,
+         comm->nranks < 2 ? "one rank" : "not every rank asks for it (splitShare/shrinkShare), or a GPU communicator");
+    comm->lender = nullptr;
+    return;
+  }
+  SharedConnections::join(comm, comm->lender);
+  comm->collLayout = comm->lender->collLayout;
+  comm->stampTag = (commHash % 0xffff + 1) << kStampTagShift;
+}
+
 // Connects one channel to its ring and tree neighbours. Receivers are created and
 // their handles sent upstream first; then each sender attaches to its peer's receiver.
 ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
@@ -172,14 +204,23 @@ ncclResult_t connectChannel(ncclComm* comm, Channel& ch) {
     sendTo.insert(peer);
   }
   const int tag = kChannelTagBase + ch.id;
-  for (int peer : recvFrom)
-    CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer], ConnectionUse::kChannel));
+  for (int peer : recvFrom) {
+    if (Connection* lent = lenderConnection(comm, ch.id, peer, &Channel::recv))
+      CHORUS_CHECK(borrowReceiver(comm, peer, tag, *lent, &ch.recv[peer]));
+    else
+      CHORUS_CHECK(createReceiverFor(comm, peer, comm->collLayout, tag, &ch.recv[peer], ConnectionUse::kChannel));
+  }
   for (int peer : sendTo) {
-    CHORUS_CHECK(attachSenderTo(comm, peer, tag, &ch.send[peer], ConnectionUse::kChannel));
-    const std::string where = ch.send[peer].resource ? ch.send[peer].resource->describe() : "";
-    INFO(kSubsysInit | kSubsysP2p | kSubsysShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s%s%s", ch.id, comm->rank,
-         comm->cudaDev, peer, comm->peers[peer].cudaDev, ch.send[peer].transport->name(), where.empty() ? "" : "/",
-         where.c_str(), pathNote(comm, peer).c_str());
+    Connection* lent = lenderConnection(comm, ch.id, peer, &Channel::send);
+    if (lent != nullptr)
+      CHORUS_CHECK(borrowSender(comm, peer, tag, *lent, &ch.send[peer]));
+    else
+      CHORUS_CHECK(attachSenderTo(comm, peer, tag, &ch.send[peer], ConnectionUse::kChannel));
+    const Connection& used = ch.send[peer].used();
+    const std::string where = used.resource ? used.resource->describe() : "";
+    INFO(kSubsysInit | kSubsysP2p | kSubsysShm, "Channel %02d : %d[%d] -> %d[%d] via %s%s%s%s%s", ch.id, comm->rank,
+         comm->cudaDev, peer, comm->peers[peer].cudaDev, used.transport->name(), where.empty() ? "" : "/",
+         where.c_str(), pathNote(comm, peer).c_str(), lent != nullptr ? " (shared with the parent communicator)" : "");
   }
   return ncclSuccess;
 }
@@ -348,6 +389,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   p2p.slotBytes[static_cast<int>(Protocol::LL128)] =
       slotBytesFromEnv("CHORUS_P2P_LL128_BUFFSIZE", 512 << 10, nSlots, Protocol::LL128);
 
+  decideSharing(comm, commHashOf(ids[0]));
   CHORUS_CHECK(topo::applyTopologySettings(comm->rank, hostCount(comm->peers)));
 
   int nChannels = kMaxChannels;

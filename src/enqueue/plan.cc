@@ -90,6 +90,7 @@ CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneCh
   s.root = op.kind == WorkKind::Broadcast || op.kind == WorkKind::Reduce ? op.root : -1;
   s.seq = ++comm->collSeq;
   comm->flight.started(s, -1);
+  s.seq |= comm->stampTag;  // nonzero where ring and tree connections are shared
   return comm->fingerprints ? s : CallStamp{};
 }
 

@@ -1,12 +1,14 @@
 #include "src/group/group.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "core/debug.h"
 #include "core/thread_name.h"
 #include "src/comm/call_admission.h"
+#include "src/comm/shared_connections.h"
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
 #include "src/executor/executor_choice.h"
@@ -163,7 +165,12 @@ ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclR
 
 // Runs the calls of blocking communicators (each one's `running`) from this thread: every
 // communicator's executor stages its calls, then they start together (executor.h).
-ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g) {
+// `queued`: the turns a non-blocking communicator's launch took when it was handed to its
+// worker; otherwise they are taken here (shared_connections.h).
+ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g, RunTurns* queued = nullptr) {
+  // Queued turns end with this run, however it ends: the job holding them may outlive it.
+  const auto endQueued = [](RunTurns* turns) { turns->end(); };
+  const std::unique_ptr<RunTurns, decltype(endQueued)> queuedEnds(queued, endQueued);
   // Calls queued behind a set-up that failed (an init in the same group, or before them on
   // a non-blocking communicator's worker) have no communicator to run on: they fail with
   // the set-up's error, and the others run.
@@ -184,13 +191,19 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g) {
   }
   const std::vector<ncclComm*>& comms = allReady ? all : setUp;
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
-  ncclResult_t result = connectPendingPeers(comms);
-  if (result != ncclSuccess) {
-    // A connection that could not be made fails the communicators for good, and their
-    // peers learn it from their connections now rather than at their timeouts.
-    for (ncclComm* comm : comms) {
-      comm->asyncResult.store(result);
-      comm->breakConnections();
+  // Communicators sharing connections run one at a time (shared_connections.h).
+  RunTurns turnsHere;
+  ncclResult_t result = queued != nullptr ? ncclSuccess : turnsHere.queue(comms);
+  if (result == ncclSuccess) result = (queued != nullptr ? *queued : turnsHere).await();
+  if (result == ncclSuccess) {
+    result = connectPendingPeers(comms);
+    if (result != ncclSuccess) {
+      // A connection that could not be made fails the communicators for good, and their
+      // peers learn it from their connections now rather than at their timeouts.
+      for (ncclComm* comm : comms) {
+        comm->asyncResult.store(result);
+        comm->breakConnections();
+      }
     }
   }
   GroupLaunch& launch = g.launch;
@@ -225,9 +238,9 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g) {
 }
 
 // A non-blocking communicator's calls, on its worker.
-ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops) {
+ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops, RunTurns* turns) {
   comm->running = std::move(ops);
-  return runBlocking({comm}, currentGroup());
+  return runBlocking({comm}, currentGroup(), turns);
 }
 
 // Runs one-sided jobs: a blocking communicator's on this thread, in order; a non-blocking
@@ -333,7 +346,12 @@ ncclResult_t launchGroup(GroupState& g) {
     }
     auto ops = std::move(comm->pending);
     comm->pending.clear();
-    submitAsync(comm, [comm, ops = std::move(ops)]() mutable { return runPending(comm, std::move(ops)); });
+    // Its turn among communicators sharing its connections is taken now, in the order
+    // the calls were made, not when the worker gets to them.
+    auto turns = std::make_shared<RunTurns>();
+    turns->queue(std::span<ncclComm* const>(&comm, 1));  // one communicator: never refused
+    submitAsync(
+        comm, [comm, ops = std::move(ops), turns]() mutable { return runPending(comm, std::move(ops), turns.get()); });
     inProgress = true;
   }
   g.comms.clear();

@@ -97,8 +97,9 @@ TEST(Config, FieldsWithoutEffectAreNamedOnce) {
   config.netName = "Socket";
   ASSERT_EQ(initWith(&config), ncclSuccess);
   EXPECT_TRUE(logHas(log, "INFO ncclCommInitRankConfig: config->cgaClusterSize = 2: no effect"));
-  EXPECT_TRUE(logHas(log, "INFO ncclCommInitRankConfig: config->splitShare = 1: accepted"));
-  // Honoured (tests/api/net_config_test.cc): nothing to say about them.
+  // Honoured (tests/api/net_config_test.cc, tests/api/shared_connections_test.cc): nothing
+  // to say about them.
+  EXPECT_FALSE(logHas(log, "config->splitShare"));
   EXPECT_FALSE(logHas(log, "config->trafficClass"));
   EXPECT_FALSE(logHas(log, "config->netName"));
   log.clear();
