@@ -110,6 +110,7 @@ constexpr size_t kMaxSlotBytes = size_t{1} << 30;
 
 struct FifoLayout {
   int nSlots = kNcclSteps;
+  int32_t unused = 0;  // no padding: a layout crosses the network in a handle, all of it set
   size_t slotBytes[kNumProtocols] = {0, 0, 0};  // LL: whole 16 B lines; LL128: whole 128 B lines
 
   // Each protocol's buffer starts on a 128-byte boundary of the connection's memory (and
