@@ -56,9 +56,11 @@ struct PeerCall {
 
 // Communicators that share ring and tree connections (ncclConfig_t.splitShare and
 // shrinkShare, src/comm/shared_connections.h) number their collectives independently, so
-// each stamps its own tag into seq's top 16 bits: a step of one is never taken for the
-// other's same-numbered call. 0 for every other communicator (and every Send/Recv).
-constexpr int kStampTagShift = 48;
+// each stamps its own tag into seq's top bits: a step of one is never taken for the
+// other's same-numbered call. 0 for every other communicator (and every Send/Recv). 20
+// bits of tag (drawn from the communicator's hash: two of one family share a tag with odds
+// of one in a million) leave 44 bits of call number, 10^13 calls.
+constexpr int kStampTagShift = 44;
 constexpr uint64_t kStampNumberMask = (uint64_t{1} << kStampTagShift) - 1;
 CHORUS_HD uint64_t callNumber(uint64_t seq) { return seq & kStampNumberMask; }
 // Whether two calls come from the same communicator's numbering, so their order says which

@@ -95,7 +95,9 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
             parent->childInSetUp = made;
             if (parent->abortFlag.load() != 0) made->abortFlag.store(1);  // the parent's abort came first
           }
-          made->lender = share && parent->sharedConns && parent->revokeFlag.load() == 0 ? parent : nullptr;
+          const bool lends = share && parent->sharedConns && parent->revokeFlag.load() == 0 &&
+                             SharedConnections::lendable(parent, placement.members);
+          made->lender = lends ? parent : nullptr;
           result = initCommunicator(made, placement.id);
           made->lender = nullptr;
           std::lock_guard<std::mutex> lock(commLifecycleMutex());

@@ -71,8 +71,8 @@ size_t ncclComm::releaseIdleBuffers() {
 
 void ncclComm::breakConnections() {
   // Send ends too: every end holds its FIFO's memory (a P2P sender shares its peer's), so a
-  // peer waiting on either direction learns of it at once. Borrowed connections too: the
-  // communicators sharing them fail with this one, as NCCL's share its abort flag.
+  // peer waiting on either direction learns of it at once. Borrowed connections too: their
+  // peers may wait on them for this one (shared_connections.h).
   forEachConnection([](chorus::Connection& mine) {
     chorus::Connection& c = mine.used();
     if (c.connected() && c.resource != nullptr) chorus::markBroken(c.end.ctrl, chorus::kBrokenByPeer);

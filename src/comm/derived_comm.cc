@@ -57,6 +57,7 @@ ncclResult_t exchangeSplit(ncclComm* parent, int color, int key, SplitPlacement*
   out->rank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) - members.begin());
   out->nranks = static_cast<int>(members.size());
   out->id = roots[members.front()].id;
+  out->members = members;
   INFO(kSubsysInit, "ncclCommSplit: comm %p rank %d color %d key %d -> rank %d of %d", static_cast<void*>(parent),
        parent->rank, color, key, out->rank, out->nranks);
   return ncclSuccess;
@@ -69,6 +70,7 @@ ncclResult_t exchangeShrink(ncclComm* parent, const std::vector<int>& excluded, 
     if (std::find(excluded.begin(), excluded.end(), r) == excluded.end()) survivors.push_back(r);
   out->rank = static_cast<int>(std::find(survivors.begin(), survivors.end(), parent->rank) - survivors.begin());
   out->nranks = static_cast<int>(survivors.size());
+  out->members = survivors;
   const int tag = kShrinkTagBase + sequence;
   const int root = survivors.front();
   if (parent->rank == root) {
@@ -126,7 +128,7 @@ ncclResult_t exchangeGrow(ncclComm* parent, const ncclUniqueId* id, int nranks, 
     WARN("ncclCommGrow: no existing rank passed the id (the rank that called ncclCommGetUniqueId passes it)");
     return ncclInvalidArgument;
   }
-  *out = SplitPlacement{parent->rank, nranks, slots[giver].id};
+  *out = SplitPlacement{parent->rank, nranks, slots[giver].id, {}};
   INFO(kSubsysInit, "ncclCommGrow: comm %p rank %d of %d -> rank %d of %d", static_cast<void*>(parent), parent->rank,
        parent->nranks, out->rank, out->nranks);
   return ncclSuccess;

@@ -34,6 +34,7 @@ struct SplitPlacement {
   int rank = -1;
   int nranks = 0;
   ncclUniqueId id{};
+  std::vector<int> members;  // split and shrink: the new communicator's ranks in the parent, in its order
 };
 
 // The exchange over `parent`'s bootstrap; every rank of the parent must take part. An

@@ -189,7 +189,7 @@ void decideSharing(ncclComm* comm, uint64_t commHash) {
   }
   SharedConnections::join(comm, comm->lender);
   comm->collLayout = comm->lender->collLayout;
-  comm->stampTag = (commHash % 0xffff + 1) << kStampTagShift;
+  comm->stampTag = (commHash % ((uint64_t{1} << (64 - kStampTagShift)) - 1) + 1) << kStampTagShift;
 }
 
 // Connects one channel to its ring and tree neighbours. Receivers are created and

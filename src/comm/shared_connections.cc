@@ -6,19 +6,46 @@
 #include "core/debug.h"
 
 namespace chorus {
+namespace {
+
+template <typename F>
+void forEachOf(Channel& ch, F&& f) {
+  for (auto* side : {&ch.send, &ch.recv})
+    for (Connection& c : *side) f(c);
+}
+
+void markDestroyed(std::vector<Channel>& channels) {
+  // Its owner and every borrower have gone: a peer still waiting on one of these FIFOs waits
+  // for a call no member of this rank will make (as ncclComm::markDestroyed, direct FIFOs only).
+  for (Channel& ch : channels)
+    forEachOf(ch, [](Connection& c) {
+      if (c.connected() && c.resource != nullptr && !c.end.proxied) markBroken(c.end.ctrl, kBrokenByDestroy);
+    });
+}
+
+}  // namespace
 
 SharedConnections::~SharedConnections() {
-  // The last member has gone: a peer still waiting on one of these FIFOs waits for a call no
-  // member of this rank will make (as ncclComm::markDestroyed, direct FIFOs only).
-  for (std::vector<Channel>& channels : kept_)
-    for (Channel& ch : channels)
-      for (auto* side : {&ch.send, &ch.recv})
-        for (Connection& c : *side)
-          if (c.connected() && c.resource != nullptr && !c.end.proxied) markBroken(c.end.ctrl, kBrokenByDestroy);
+  for (std::vector<Channel>& channels : kept_) markDestroyed(channels);
 }
 
 void SharedConnections::offer(ncclComm* parent) {
   if (!parent->sharedConns) parent->sharedConns = std::make_shared<SharedConnections>();
+}
+
+bool SharedConnections::lendable(const ncclComm* lender, std::span<const int> members) {
+  for (const Channel& ch : lender->channels) {
+    for (int peer : members) {
+      for (const Connection* c : {&ch.send[peer], &ch.recv[peer]}) {
+        if (!c->used().connected() || __atomic_load_n(&c->used().end.ctrl->broken, __ATOMIC_ACQUIRE) == 0) continue;
+        INFO(kSubsysInit,
+             "rank %d: connections not shared with the parent communicator: its connection %s rank %d is broken",
+             lender->rank, c == &ch.send[peer] ? "to" : "from", peer);
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 void SharedConnections::lend(Connection& lender, Connection* borrower) {
@@ -35,22 +62,40 @@ bool SharedConnections::lent(const Connection& c) {
 }
 
 void SharedConnections::leave(std::vector<Channel>& channels) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  bool stillUsed = false;
-  for (Channel& ch : channels) {
-    for (auto* side : {&ch.send, &ch.recv}) {
-      for (Connection& c : *side) {
-        if (c.borrowed != nullptr) {
-          const auto it = borrowers_.find(c.borrowed);
-          if (it != borrowers_.end() && --it->second == 0) borrowers_.erase(it);
-          c.borrowed = nullptr;
-        }
-        stillUsed = stillUsed || borrowers_.contains(&c);
+  std::vector<std::vector<Channel>> unused;  // kept channels no member uses any more: freed below
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Channel& ch : channels) {
+      forEachOf(ch, [&](Connection& c) {
+        if (c.borrowed == nullptr) return;
+        const auto it = borrowers_.find(c.borrowed);
+        if (it != borrowers_.end() && --it->second == 0) borrowers_.erase(it);
+        c.borrowed = nullptr;
+      });
+    }
+    // Moving a vector keeps every Channel (and so every Connection) where it is. Channels not
+    // kept go with their member; one the member did not mark (lent then) is marked here.
+    if (anyBorrowed(channels)) {
+      kept_.push_back(std::move(channels));
+    } else {
+      markDestroyed(channels);
+    }
+    for (auto it = kept_.begin(); it != kept_.end();) {
+      if (anyBorrowed(*it)) {
+        ++it;
+        continue;
       }
+      unused.push_back(std::move(*it));
+      it = kept_.erase(it);
     }
   }
-  // Moving the vector keeps every Channel (and so every Connection) where it is.
-  if (stillUsed) kept_.push_back(std::move(channels));
+  for (std::vector<Channel>& kept : unused) markDestroyed(kept);
+}
+
+bool SharedConnections::anyBorrowed(std::vector<Channel>& channels) {
+  bool borrowed = false;
+  for (Channel& ch : channels) forEachOf(ch, [&](Connection& c) { borrowed = borrowed || borrowers_.contains(&c); });
+  return borrowed;
 }
 
 uint64_t SharedConnections::takeTicket() {
@@ -60,10 +105,16 @@ uint64_t SharedConnections::takeTicket() {
 
 ncclResult_t SharedConnections::awaitTurn(uint64_t ticket, ncclComm* comm) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto start = std::chrono::steady_clock::now();
+  // CHORUS_TIMEOUT counts time without progress: the turns before this one moving is some.
+  auto start = std::chrono::steady_clock::now();
+  uint64_t served = serving_;
   while (serving_ != ticket) {
     // Polled too: an abort or revoke sets a flag, it does not notify.
     turnEnded_.wait_for(lock, std::chrono::milliseconds(1));
+    if (serving_ != served) {
+      served = serving_;
+      start = std::chrono::steady_clock::now();
+    }
     if (comm->abortFlag.load() != 0 || comm->revokeFlag.load() != 0) {
       WARN("Rank %d: the communicator was %s while its work waited for another communicator sharing its connections",
            comm->rank, comm->abortFlag.load() != 0 ? "aborted (ncclCommAbort)" : "revoked");
@@ -72,8 +123,8 @@ ncclResult_t SharedConnections::awaitTurn(uint64_t ticket, ncclComm* comm) {
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (comm->timeoutSec > 0 && waited > comm->timeoutSec) {
       WARN(
-          "Rank %d: timed out after %.0f s (CHORUS_TIMEOUT) waiting for another communicator sharing this one's "
-          "connections (splitShare/shrinkShare) to finish its work on this rank",
+          "Rank %d: timed out: %.0f s (CHORUS_TIMEOUT) without progress of the communicators sharing this one's "
+          "connections (splitShare/shrinkShare) whose turns come first on this rank",
           comm->rank, waited);
       return ncclRemoteError;
     }
@@ -101,28 +152,28 @@ void RunTurns::end() {
   places_.clear();
 }
 
-ncclResult_t RunTurns::queue(std::span<ncclComm* const> comms) {
-  std::vector<std::pair<std::shared_ptr<SharedConnections>, ncclComm*>> wanted;
-  for (ncclComm* comm : comms) {
-    if (!comm->sharedConns) continue;
-    for (const auto& [family, other] : wanted) {
-      if (family != comm->sharedConns) continue;
+ncclResult_t RunTurns::checkOnePerFamily(std::span<ncclComm* const> comms) {
+  for (size_t i = 0; i < comms.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!comms[i]->sharedConns || comms[i]->sharedConns != comms[j]->sharedConns) continue;
       WARN(
           "ncclGroupEnd: invalid usage: communicators %p (rank %d) and %p (rank %d) share connections "
-          "(splitShare/shrinkShare) and cannot run in one group: their steps would interleave on the same FIFOs",
-          static_cast<void*>(other), other->rank, static_cast<void*>(comm), comm->rank);
+          "(splitShare/shrinkShare) and cannot run collectives in one group: their steps would interleave on the "
+          "same FIFOs",
+          static_cast<void*>(comms[j]), comms[j]->rank, static_cast<void*>(comms[i]), comms[i]->rank);
       return ncclInvalidUsage;
     }
-    wanted.emplace_back(comm->sharedConns, comm);
-  }
-  if (wanted.empty()) return ncclSuccess;
-  static std::mutex issuing;  // every family's tickets of one launch at once
-  std::lock_guard<std::mutex> lock(issuing);
-  for (auto& [family, comm] : wanted) {
-    const uint64_t ticket = family->takeTicket();
-    places_.push_back(Place{std::move(family), comm, ticket});
   }
   return ncclSuccess;
+}
+
+void RunTurns::queueTogether(std::span<const Launch> launches) {
+  static std::mutex issuing;
+  std::lock_guard<std::mutex> lock(issuing);
+  for (const Launch& launch : launches)
+    for (ncclComm* comm : launch.comms)
+      if (comm->sharedConns)
+        launch.turns->places_.push_back(Place{comm->sharedConns, comm, comm->sharedConns->takeTicket()});
 }
 
 ncclResult_t RunTurns::await() {

@@ -8,19 +8,24 @@
 //    are symmetric, so the peer's parent has the other end); the receiver's handle says
 //    whether it borrowed and the sender refuses to go on if it decided otherwise
 //    (connect.h). Where sharing is asked for, every rank of the new communicator must ask.
-//  - One family member's work at a time on a rank, in the order it was handed over: a
-//    launch takes a ticket from each family it runs a member of when its calls are handed
-//    to the thread that runs them (RunTurns::queue: at once for a blocking communicator,
-//    at the group's end for a non-blocking one's worker) and waits for its turn before it
-//    runs, as NCCL's shared stream orders them. One launch holding calls of two members is
-//    refused: their steps would interleave on the shared FIFOs.
+//  - One family member's collectives at a time on a rank, in the order they were handed
+//    over: at a group's end every launch it hands over (its blocking communicators' on this
+//    thread, each non-blocking one's on its worker) takes a ticket from each family it runs
+//    a member of, all at once (RunTurns::queueTogether), and waits for its turn before it
+//    runs, as NCCL's shared stream orders them. A group holding collectives of two members
+//    is refused: their steps would interleave on the shared FIFOs, or run in an order each
+//    rank chose. Send/Recv move over each communicator's own connections and take no turn.
 //  - Calls are told apart: each member that borrows stamps its collectives with its own tag
 //    (ncclComm::stampTag, call_stamp.h), so members run in a different order on two ranks
 //    fail with a WARN instead of reducing each other's data.
 //  - A lent connection outlives its owner: a destroyed member's channels are kept here
-//    while another member still borrows from them, and freed with the family.
-//  - A failure or abort of a member breaks the connections it used, borrowed ones too: the
-//    members sharing them fail with it, as NCCL's share an abort flag.
+//    while another member still borrows from them, and freed once none does.
+//  - A failure or abort of a member marks the connections it used broken, borrowed ones
+//    too, so a peer waiting on them fails at once (NCCL's members share an abort flag); a
+//    parent whose connections among the new communicator's ranks are broken lends none.
+//  - Limits: with CHORUS_FINGERPRINTS=0 steps carry no stamp, so nothing tells members'
+//    calls apart; a WARN about a borrowed connection names the peer by its rank in the
+//    communicator that made it.
 #pragma once
 
 #include <condition_variable>
@@ -46,12 +51,17 @@ class SharedConnections {
   // `child`, being set up from `parent`, joins the family the parent offered.
   static void join(ncclComm* child, ncclComm* parent) { child->sharedConns = parent->sharedConns; }
 
+  // Whether `lender`'s channel connections between `members` (its ranks) may be lent: none
+  // of them broken (a failed or aborted communicator sharing them broke them, or a peer
+  // gave up). Where not, this rank does not ask to share, and so no rank shares.
+  static bool lendable(const ncclComm* lender, std::span<const int> members);
   // Lends `lender`'s connection (the one it uses) to `borrower`, which uses it from now on.
   void lend(Connection& lender, Connection* borrower);
   // Whether another member uses `c` now.
   bool lent(const Connection& c);
   // At a member's destroy: gives back what its channels borrowed, and keeps the channels
-  // (moved here) if another member still uses one of their connections.
+  // (moved here) if another member still uses one of their connections; kept channels no
+  // member uses any more are marked destroyed (for the peers) and freed.
   void leave(std::vector<Channel>& channels);
 
   // Turns: tickets in the order launches were handed over; turn `t` comes once every
@@ -66,6 +76,8 @@ class SharedConnections {
   std::condition_variable turnEnded_;
   uint64_t nextTicket_ = 0;
   uint64_t serving_ = 0;
+  bool anyBorrowed(std::vector<Channel>& channels);  // mutex_ held
+
   std::set<uint64_t> endedEarly_;  // tickets dropped before their turn
   std::unordered_map<const Connection*, int> borrowers_;
   std::vector<std::vector<Channel>> kept_;
@@ -79,10 +91,18 @@ class RunTurns {
   RunTurns(const RunTurns&) = delete;
   RunTurns& operator=(const RunTurns&) = delete;
   ~RunTurns();
-  // Takes the tickets, for all families at once (so two launches are in the same order in
-  // every family they share, and never wait on each other). ncclInvalidUsage with a WARN
-  // when two of `comms` share connections.
-  ncclResult_t queue(std::span<ncclComm* const> comms);
+
+  // ncclInvalidUsage with a WARN when two of `comms` (the communicators a group hands over
+  // at once) share connections.
+  static ncclResult_t checkOnePerFamily(std::span<ncclComm* const> comms);
+  // One launch's communicators and the turns it takes for them.
+  struct Launch {
+    RunTurns* turns;
+    std::vector<ncclComm*> comms;
+  };
+  // Takes every launch's tickets at once (so two groups' launches are in the same order in
+  // every family they share, and never wait on each other).
+  static void queueTogether(std::span<const Launch> launches);
   // Waits for every turn taken (or the error that ended a wait).
   ncclResult_t await();
   // Ends every turn taken (run or not): the next launch of each family may go.

@@ -32,6 +32,9 @@ struct OpProfile {
   uint64_t userTag = 0;              // the call's ncclCollConfig_t userProfilerTag (given to v7 plugins)
 };
 
+// Send and Recv: they move over a pair's own connections, not a channel's ring or tree.
+inline bool isPointToPoint(WorkKind kind) { return kind == WorkKind::Send || kind == WorkKind::Recv; }
+
 struct CollOp {
   WorkKind kind;
   const void* sendbuff;

@@ -165,12 +165,12 @@ ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclR
 
 // Runs the calls of blocking communicators (each one's `running`) from this thread: every
 // communicator's executor stages its calls, then they start together (executor.h).
-// `queued`: the turns a non-blocking communicator's launch took when it was handed to its
-// worker; otherwise they are taken here (shared_connections.h).
-ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g, RunTurns* queued = nullptr) {
-  // Queued turns end with this run, however it ends: the job holding them may outlive it.
-  const auto endQueued = [](RunTurns* turns) { turns->end(); };
-  const std::unique_ptr<RunTurns, decltype(endQueued)> queuedEnds(queued, endQueued);
+// `turns`: what the launch took among communicators sharing connections when it was handed
+// over (shared_connections.h), awaited before it runs and ended when it has.
+ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g, RunTurns& turns) {
+  // However the run ends: the job holding a non-blocking launch's turns may outlive it.
+  const auto endTurns = [](RunTurns* t) { t->end(); };
+  const std::unique_ptr<RunTurns, decltype(endTurns)> turnsEnd(&turns, endTurns);
   // Calls queued behind a set-up that failed (an init in the same group, or before them on
   // a non-blocking communicator's worker) have no communicator to run on: they fail with
   // the set-up's error, and the others run.
@@ -191,10 +191,7 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g, RunTu
   }
   const std::vector<ncclComm*>& comms = allReady ? all : setUp;
   for (ncclComm* comm : comms) comm->activeRuns.fetch_add(1);
-  // Communicators sharing connections run one at a time (shared_connections.h).
-  RunTurns turnsHere;
-  ncclResult_t result = queued != nullptr ? ncclSuccess : turnsHere.queue(comms);
-  if (result == ncclSuccess) result = (queued != nullptr ? *queued : turnsHere).await();
+  ncclResult_t result = turns.await();
   if (result == ncclSuccess) {
     result = connectPendingPeers(comms);
     if (result != ncclSuccess) {
@@ -238,9 +235,37 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g, RunTu
 }
 
 // A non-blocking communicator's calls, on its worker.
-ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops, RunTurns* turns) {
+ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops, RunTurns& turns) {
   comm->running = std::move(ops);
   return runBlocking({comm}, currentGroup(), turns);
+}
+
+// Whether `ops` run on their communicator's channels (ring and tree connections), which
+// communicators sharing connections take turns on: any call but Send and Recv.
+bool usesChannels(const std::vector<CollOp>& ops) {
+  return std::any_of(ops.begin(), ops.end(), [](const CollOp& op) { return !isPointToPoint(op.kind); });
+}
+
+// The turns of a group's launches among communicators sharing connections
+// (shared_connections.h): refused (a WARN) when two of them would run collectives in the
+// group, else every launch's taken together: the blocking communicators' into
+// `blockingTurns`, each non-blocking one's into its own.
+ncclResult_t takeTurns(const std::vector<ncclComm*>& blocking, const std::vector<ncclComm*>& async,
+                       RunTurns& blockingTurns, std::vector<std::shared_ptr<RunTurns>>& asyncTurns) {
+  auto needsTurn = [](const ncclComm* c) { return c->sharedConns != nullptr && usesChannels(c->pending); };
+  asyncTurns.clear();
+  for (size_t i = 0; i < async.size(); ++i) asyncTurns.push_back(std::make_shared<RunTurns>());
+  std::vector<ncclComm*> sharing;
+  for (const auto* list : {&blocking, &async})
+    std::copy_if(list->begin(), list->end(), std::back_inserter(sharing), needsTurn);
+  if (sharing.empty()) return ncclSuccess;
+  CHORUS_CHECK(RunTurns::checkOnePerFamily(sharing));
+  std::vector<RunTurns::Launch> launches(1, RunTurns::Launch{&blockingTurns, {}});
+  std::copy_if(blocking.begin(), blocking.end(), std::back_inserter(launches[0].comms), needsTurn);
+  for (size_t i = 0; i < async.size(); ++i)
+    if (needsTurn(async[i])) launches.push_back(RunTurns::Launch{asyncTurns[i].get(), {async[i]}});
+  RunTurns::queueTogether(launches);
+  return ncclSuccess;
 }
 
 // Runs one-sided jobs: a blocking communicator's on this thread, in order; a non-blocking
@@ -337,26 +362,33 @@ ncclResult_t launchGroup(GroupState& g) {
 
   std::vector<ncclComm*>& blocking = g.blocking;
   blocking.clear();
-  for (ncclComm* comm : g.comms) {
-    if (comm->pending.empty()) continue;
-    if (comm->config.blocking) {
-      comm->running.swap(comm->pending);  // empty since its last run: the swap keeps both allocations
-      blocking.push_back(comm);
-      continue;
-    }
+  std::vector<ncclComm*> async;
+  for (ncclComm* comm : g.comms)
+    if (!comm->pending.empty()) (comm->config.blocking ? blocking : async).push_back(comm);
+  g.comms.clear();
+  // Turns among communicators sharing connections are taken now, in the order the calls
+  // were made, not when a worker gets to them.
+  RunTurns blockingTurns;
+  std::vector<std::shared_ptr<RunTurns>> asyncTurns;
+  if (const ncclResult_t refused = takeTurns(blocking, async, blockingTurns, asyncTurns); refused != ncclSuccess) {
+    for (const auto* list : {&blocking, &async})
+      for (ncclComm* comm : *list) comm->pending.clear();
+    g.rmaAfter.clear();
+    releaseClaims(g);
+    return refused;
+  }
+  for (size_t i = 0; i < async.size(); ++i) {
+    ncclComm* comm = async[i];
     auto ops = std::move(comm->pending);
     comm->pending.clear();
-    // Its turn among communicators sharing its connections is taken now, in the order
-    // the calls were made, not when the worker gets to them.
-    auto turns = std::make_shared<RunTurns>();
-    turns->queue(std::span<ncclComm* const>(&comm, 1));  // one communicator: never refused
-    submitAsync(
-        comm, [comm, ops = std::move(ops), turns]() mutable { return runPending(comm, std::move(ops), turns.get()); });
+    submitAsync(comm, [comm, ops = std::move(ops), turns = asyncTurns[i]]() mutable {
+      return runPending(comm, std::move(ops), *turns);
+    });
     inProgress = true;
   }
-  g.comms.clear();
+  for (ncclComm* comm : blocking) comm->running.swap(comm->pending);  // the swap keeps both allocations
   if (!blocking.empty()) {
-    ncclResult_t r = runBlocking(blocking, g);
+    ncclResult_t r = runBlocking(blocking, g, blockingTurns);
     if (result == ncclSuccess) result = r;
   }
   if (const ncclResult_t r = runRmaJobs(g.rmaAfter, &inProgress); result == ncclSuccess) result = r;

@@ -6,6 +6,7 @@
 
 #include "core/debug.h"
 #include "src/comm/comm.h"
+#include "src/comm/shared_connections.h"
 #include "src/profiler/profiler_plugin.h"
 #include "src/profiler/proxy_events.h"
 
@@ -27,8 +28,6 @@ constexpr int kGroupApiWanted =
 // The collectives come first in WorkKind; seqNumbers_ has one counter for each.
 static_assert(static_cast<int>(WorkKind::AllReduce) == 0 && static_cast<int>(WorkKind::Reduce) == 4 &&
               static_cast<int>(WorkKind::Send) == 5);
-
-bool isPointToPoint(WorkKind kind) { return kind == WorkKind::Send || kind == WorkKind::Recv; }
 
 // The names NCCL gives plugins (its ncclFuncToString, ncclDatatypeToString, ncclAlgoToString,
 // ncclProtoToString), which differ from Chorus' log names ("RING", "SIMPLE"). NCCL calls
@@ -145,9 +144,11 @@ CommProfiler::CommProfiler(ncclComm& comm, std::shared_ptr<const ProfilerPlugin>
       ctrlEvents_(std::make_unique<ProxyCtrlEvents>(plugin_, context, comm.rank)) {}
 
 CommProfiler::~CommProfiler() {
-  // No ProxyOp or ProxyStep event of this context may stop after its finalize.
-  comm_.forEachConnection([](Connection& c) {
-    if (c.resource != nullptr) c.resource->stopTracing();
+  // No ProxyOp or ProxyStep event of this context may stop after its finalize. Not on a
+  // connection another communicator borrows (splitShare): its traffic is not this one's
+  // (and this one's launches, traced, have all ended).
+  comm_.forEachConnection([this](Connection& c) {
+    if (c.resource != nullptr && !(comm_.sharedConns && comm_.sharedConns->lent(c))) c.resource->stopTracing();
   });
   ctrlEvents_.reset();
   if (context_ != nullptr) plugin_->finalize(context_);  // as NCCL: a plugin that gave no context gets no finalize

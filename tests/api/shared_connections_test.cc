@@ -6,7 +6,8 @@
 //  - a shrink with shrinkShare shares too, and sums right over the survivors;
 //  - ranks running parent and child calls in different orders fail with a WARN naming the
 //    other communicator, instead of reducing each other's data (both calls are "#1");
-//  - one group with calls of a parent and its sharing child is refused, and nothing ran;
+//  - one group with collectives of a parent and its sharing child is refused, and nothing
+//    ran (blocking or not); the child's sends and receives may join the parent's collective;
 //  - non-blocking parent and child, their calls handed over back to back: each worker
 //    waits for its turn in the order the calls were made, and both sums are exact.
 #include <gtest/gtest.h>
@@ -220,6 +221,44 @@ TEST(SplitShare, OneGroupOfParentAndChildIsRefused) {
   }));
 }
 
+// An abort of a sharing child marks the connections it used broken, its parent's too (a
+// peer waiting on one fails at once): a split of the parent asking to share then gets
+// connections of its own, which work.
+TEST(SplitShare, AChildsAbortMarksTheParentsConnectionsAndALaterSplitSharesNone) {
+  ScopedEnv env;
+  TuningLogCapture log(env, "INIT");
+  EXPECT_RANKS_OK(runAllRanksOneThread(3, [](std::span<const ncclComm_t> comms) {
+    std::vector<RankOutcome> outcomes(3);
+    std::vector<ncclComm_t> parents(comms.begin(), comms.end()), children(3, nullptr), again(3, nullptr);
+    ncclConfig_t config = sharingConfig();
+    ncclGroupStart();
+    for (int r = 0; r < 3; ++r) ncclCommSplit(parents[r], 0, r, &children[r], &config);
+    if (ncclGroupEnd() != ncclSuccess) outcomes[0] = RankOutcome::fail("the first splits failed");
+    for (ncclComm_t c : children) ncclCommAbort(c);
+    ncclGroupStart();
+    for (int r = 0; r < 3; ++r) ncclCommSplit(parents[r], 0, r, &again[r], &config);
+    if (ncclGroupEnd() != ncclSuccess) outcomes[0] = RankOutcome::fail("the splits after the abort failed");
+    std::vector<std::vector<int32_t>> data(3);
+    ncclGroupStart();
+    for (int r = 0; r < 3; ++r) {
+      data[r].assign(1031, r + 1);
+      ncclAllReduce(data[r].data(), data[r].data(), 1031, ncclInt32, ncclSum, again[r], nullptr);
+    }
+    const ncclResult_t ran = ncclGroupEnd();
+    for (int r = 0; r < 3; ++r)
+      if (ran != ncclSuccess || data[r][1030] != 6)
+        outcomes[r] = RankOutcome::fail("the new child's AllReduce returned " + resultName(ran) + " and " +
+                                        std::to_string(data[r][1030]));
+    for (ncclComm_t c : again) ncclCommDestroy(c);
+    return outcomes;
+  }));
+  bool refused = false;
+  for (const std::string& line : log.lines())
+    refused = refused ||
+              line.find("connections not shared with the parent communicator: its connection") != std::string::npos;
+  EXPECT_TRUE(refused) << "the split after the abort shared broken connections";
+}
+
 ncclResult_t settle(ncclComm_t comm) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   ncclResult_t state = ncclInProgress;
@@ -228,6 +267,66 @@ ncclResult_t settle(ncclComm_t comm) {
     if (state == ncclInProgress) std::this_thread::yield();
   }
   return state;
+}
+
+// Send/Recv move over each communicator's own connections: a group with a parent's
+// AllReduce and its sharing child's sends and receives runs.
+TEST(SplitShare, SendsAndReceivesOfAChildJoinAParentsCollective) {
+  EXPECT_RANKS_OK(runAllRanksOneThread(3, [](std::span<const ncclComm_t> comms) {
+    return withFamily(comms, [](const Family& f) {
+      std::vector<std::vector<int32_t>> sum(3), out(3), in(3);
+      std::vector<std::string> problems(3);
+      ncclGroupStart();
+      for (int r = 0; r < 3; ++r) {
+        sum[r].assign(100, r + 1);
+        out[r].assign(100, 10 * (r + 1));
+        in[r].assign(100, 0);
+        ncclAllReduce(sum[r].data(), sum[r].data(), 100, ncclInt32, ncclSum, f.parents[r], nullptr);
+        ncclSend(out[r].data(), 100, ncclInt32, (r + 1) % 3, f.children[r], nullptr);
+        ncclRecv(in[r].data(), 100, ncclInt32, (r + 2) % 3, f.children[r], nullptr);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      for (int r = 0; r < 3; ++r) {
+        if (end != ncclSuccess) problems[r] = "the group returned " + resultName(end);
+        if (sum[r][99] != 6) problems[r] = "the AllReduce gave " + std::to_string(sum[r][99]);
+        if (in[r][99] != 10 * ((r + 2) % 3 + 1))
+          problems[r] = "rank " + std::to_string(r) + " received " + std::to_string(in[r][99]);
+      }
+      return problems;
+    });
+  }));
+}
+
+// Non-blocking parent and child: a group holding collectives of both is refused as well,
+// before anything is handed to their workers.
+TEST(SplitShare, OneGroupOfNonBlockingParentAndChildIsRefused) {
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclConfig_t config = sharingConfig();
+    config.blocking = 0;
+    ncclComm_t parent = nullptr, child = nullptr;
+    ncclCommInitRankConfig(&parent, nranks, id, rank, &config);
+    if (settle(parent) != ncclSuccess) return RankOutcome::fail("init failed");
+    ncclCommSplit(parent, 0, rank, &child, &config);
+    if (child == nullptr || settle(parent) != ncclSuccess || settle(child) != ncclSuccess) {
+      ncclCommAbort(parent);
+      return RankOutcome::fail("split failed");
+    }
+    FailureLog failures;
+    std::vector<int32_t> a(64, 1), b(64, 1);
+    ncclGroupStart();
+    ncclAllReduce(a.data(), a.data(), 64, ncclInt32, ncclSum, parent, nullptr);
+    ncclAllReduce(b.data(), b.data(), 64, ncclInt32, ncclSum, child, nullptr);
+    const ncclResult_t end = ncclGroupEnd();
+    if (end != ncclInvalidUsage) failures.add("the group returned " + resultName(end) + ", not invalid usage");
+    if (settle(parent) != ncclSuccess || settle(child) != ncclSuccess) failures.add("a refused group broke them");
+    std::vector<int32_t> c(64, rank + 1);
+    ncclAllReduce(c.data(), c.data(), 64, ncclInt32, ncclSum, child, nullptr);
+    if (settle(child) != ncclSuccess || c[63] != 3)
+      failures.add("the child's AllReduce after the refused group failed");
+    ncclCommAbort(child);
+    ncclCommAbort(parent);
+    return failures.outcome();
+  }));
 }
 
 // Non-blocking: each communicator's calls run on a worker of its own, so the child's could
