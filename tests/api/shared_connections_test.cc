@@ -297,20 +297,27 @@ TEST(SplitShare, SendsAndReceivesOfAChildJoinAParentsCollective) {
   }));
 }
 
+// A non-blocking parent and its sharing child, both settled; "" or what failed.
+std::string nonBlockingFamily(int rank, int nranks, const ncclUniqueId& id, ncclComm_t* parent, ncclComm_t* child) {
+  ncclConfig_t config = sharingConfig();
+  config.blocking = 0;
+  ncclCommInitRankConfig(parent, nranks, id, rank, &config);
+  if (settle(*parent) != ncclSuccess) return "init failed";
+  ncclCommSplit(*parent, 0, rank, child, &config);
+  if (*child == nullptr || settle(*parent) != ncclSuccess || settle(*child) != ncclSuccess) {
+    ncclCommAbort(*parent);
+    return "split failed";
+  }
+  return "";
+}
+
 // Non-blocking parent and child: a group holding collectives of both is refused as well,
 // before anything is handed to their workers.
 TEST(SplitShare, OneGroupOfNonBlockingParentAndChildIsRefused) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
-    ncclConfig_t config = sharingConfig();
-    config.blocking = 0;
     ncclComm_t parent = nullptr, child = nullptr;
-    ncclCommInitRankConfig(&parent, nranks, id, rank, &config);
-    if (settle(parent) != ncclSuccess) return RankOutcome::fail("init failed");
-    ncclCommSplit(parent, 0, rank, &child, &config);
-    if (child == nullptr || settle(parent) != ncclSuccess || settle(child) != ncclSuccess) {
-      ncclCommAbort(parent);
-      return RankOutcome::fail("split failed");
-    }
+    if (const std::string failed = nonBlockingFamily(rank, nranks, id, &parent, &child); !failed.empty())
+      return RankOutcome::fail(failed);
     FailureLog failures;
     std::vector<int32_t> a(64, 1), b(64, 1);
     ncclGroupStart();
@@ -334,16 +341,9 @@ TEST(SplitShare, OneGroupOfNonBlockingParentAndChildIsRefused) {
 TEST(SplitShare, NonBlockingWorkersTakeTurnsInCallOrder) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 3, [](int rank, int nranks, const ncclUniqueId& id) {
     FailureLog failures;
-    ncclConfig_t config = sharingConfig();
-    config.blocking = 0;
     ncclComm_t parent = nullptr, child = nullptr;
-    ncclCommInitRankConfig(&parent, nranks, id, rank, &config);
-    if (settle(parent) != ncclSuccess) return RankOutcome::fail("init failed");
-    ncclCommSplit(parent, 0, rank, &child, &config);
-    if (child == nullptr || settle(parent) != ncclSuccess || settle(child) != ncclSuccess) {
-      ncclCommAbort(parent);
-      return RankOutcome::fail("split failed");
-    }
+    if (const std::string failed = nonBlockingFamily(rank, nranks, id, &parent, &child); !failed.empty())
+      return RankOutcome::fail(failed);
     for (int round = 0; round < 20; ++round) {
       const size_t count = round % 2 == 0 ? 1031 : (1 << 20);
       std::vector<int32_t> a(count, rank + 1), b(count, 10 * (rank + 1));
