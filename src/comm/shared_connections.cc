@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "core/debug.h"
 
@@ -152,28 +153,51 @@ void RunTurns::end() {
   places_.clear();
 }
 
-ncclResult_t RunTurns::checkOnePerFamily(std::span<ncclComm* const> comms) {
-  for (size_t i = 0; i < comms.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (!comms[i]->sharedConns || comms[i]->sharedConns != comms[j]->sharedConns) continue;
-      WARN(
-          "ncclGroupEnd: invalid usage: communicators %p (rank %d) and %p (rank %d) share connections "
-          "(splitShare/shrinkShare) and cannot run collectives in one group: their steps would interleave on the "
-          "same FIFOs",
-          static_cast<void*>(comms[j]), comms[j]->rank, static_cast<void*>(comms[i]), comms[i]->rank);
-      return ncclInvalidUsage;
-    }
-  }
-  return ncclSuccess;
-}
-
-void RunTurns::queueTogether(std::span<const Launch> launches) {
+void RunTurns::queueTogether(std::vector<Launch>& launches) {
+  // A launch goes by its first member's tag: every rank sorts its launches of one group alike.
+  auto firstTag = [](const Launch& l) {
+    uint64_t tag = UINT64_MAX;
+    for (const ncclComm* comm : l.comms) tag = std::min(tag, comm->stampTag);
+    return tag;
+  };
+  std::stable_sort(launches.begin(), launches.end(),
+                   [&](const Launch& a, const Launch& b) { return firstTag(a) < firstTag(b); });
   static std::mutex issuing;
   std::lock_guard<std::mutex> lock(issuing);
-  for (const Launch& launch : launches)
-    for (ncclComm* comm : launch.comms)
-      if (comm->sharedConns)
-        launch.turns->places_.push_back(Place{comm->sharedConns, comm, comm->sharedConns->takeTicket()});
+  for (const Launch& launch : launches) {
+    std::vector<Place>& places = launch.turns->places_;
+    for (ncclComm* comm : launch.comms) {
+      // One ticket per family: the launch runs its members in rounds on that one turn.
+      const bool held =
+          std::any_of(places.begin(), places.end(), [&](const Place& p) { return p.family == comm->sharedConns; });
+      if (comm->sharedConns && !held) places.push_back(Place{comm->sharedConns, comm, comm->sharedConns->takeTicket()});
+    }
+  }
+}
+
+bool RunTurns::anyFamilyTwice(std::span<ncclComm* const> comms) {
+  for (size_t i = 0; i < comms.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (comms[i]->sharedConns && comms[i]->sharedConns == comms[j]->sharedConns) return true;
+  return false;
+}
+
+std::vector<std::vector<ncclComm*>> RunTurns::rounds(std::span<ncclComm* const> comms) {
+  std::vector<ncclComm*> byTag(comms.begin(), comms.end());
+  std::stable_sort(byTag.begin(), byTag.end(),
+                   [](const ncclComm* a, const ncclComm* b) { return a->stampTag < b->stampTag; });
+  std::vector<std::vector<ncclComm*>> out;
+  for (ncclComm* comm : byTag) {
+    // The first round without a member of its family (without sharing: the first).
+    size_t r = 0;
+    while (r < out.size() && comm->sharedConns && std::any_of(out[r].begin(), out[r].end(), [&](const ncclComm* c) {
+             return c->sharedConns == comm->sharedConns;
+           }))
+      ++r;
+    if (r == out.size()) out.emplace_back();
+    out[r].push_back(comm);
+  }
+  return out;
 }
 
 ncclResult_t RunTurns::await() {

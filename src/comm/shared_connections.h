@@ -12,9 +12,11 @@
 //    over: at a group's end every launch it hands over (its blocking communicators' on this
 //    thread, each non-blocking one's on its worker) takes a ticket from each family it runs
 //    a member of, all at once (RunTurns::queueTogether), and waits for its turn before it
-//    runs, as NCCL's shared stream orders them. A group holding collectives of two members
-//    is refused: their steps would interleave on the shared FIFOs, or run in an order each
-//    rank chose. Send/Recv move over each communicator's own connections and take no turn.
+//    runs, as NCCL's shared stream orders them. Members in one group go in their tags'
+//    order, the same on every rank whatever order the calls were made in: a launch of
+//    blocking communicators runs them in rounds (RunTurns::rounds), non-blocking ones'
+//    launches take their tickets in that order. Send/Recv move over each communicator's
+//    own connections and take no turn.
 //  - Calls are told apart: each member that borrows stamps its collectives with its own tag
 //    (ncclComm::stampTag, call_stamp.h), so members run in a different order on two ranks
 //    fail with a WARN instead of reducing each other's data.
@@ -92,17 +94,20 @@ class RunTurns {
   RunTurns& operator=(const RunTurns&) = delete;
   ~RunTurns();
 
-  // ncclInvalidUsage with a WARN when two of `comms` (the communicators a group hands over
-  // at once) share connections.
-  static ncclResult_t checkOnePerFamily(std::span<ncclComm* const> comms);
   // One launch's communicators and the turns it takes for them.
   struct Launch {
     RunTurns* turns;
     std::vector<ncclComm*> comms;
   };
   // Takes every launch's tickets at once (so two groups' launches are in the same order in
-  // every family they share, and never wait on each other).
-  static void queueTogether(std::span<const Launch> launches);
+  // every family they share, and never wait on each other); a group's launches in the order
+  // of their members' tags, which every rank has alike, not the order of its calls.
+  static void queueTogether(std::vector<Launch>& launches);
+  // Whether two of `comms` (one launch's) share connections; then it runs in rounds: each
+  // with at most one member of each family, members in their tags' order, the others in
+  // the first.
+  static bool anyFamilyTwice(std::span<ncclComm* const> comms);
+  static std::vector<std::vector<ncclComm*>> rounds(std::span<ncclComm* const> comms);
   // Waits for every turn taken (or the error that ended a wait).
   ncclResult_t await();
   // Ends every turn taken (run or not): the next launch of each family may go.

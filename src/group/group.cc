@@ -163,8 +163,42 @@ ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclR
   return r;
 }
 
+// Stages the calls of `comms` (each one's `running`) with their executors, then starts them
+// together (executor.h); `result`: a failure before, which stages nothing. Returns the first
+// failure; a communicator whose work failed is failed for good.
+ncclResult_t runRound(const std::vector<ncclComm*>& comms, GroupState& g, ncclResult_t result) {
+  GroupLaunch& launch = g.launch;
+  launch.clear();
+  for (ncclComm* comm : comms) {
+    const ScopedLogContext logAs(comm->rank, comm->config.commName);
+    if (comm->profiler) comm->profiler->beforePlanning(comm->running);
+    if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->running, launch);
+  }
+  // A profiler's launch events start once everything is staged and stop once the launch
+  // has returned: what ran on this thread has completed by then.
+  for (ncclComm* comm : comms) {
+    if (comm->profiler && result == ncclSuccess)
+      comm->profiler->launchBegins(comm->running, comm->executor->runsOnCallingThread());
+    comm->running.clear();
+  }
+  // Everything is staged before anything starts (cuda_comm.h says why).
+  const ncclResult_t started = launch.start(result == ncclSuccess);
+  if (result == ncclSuccess) result = started;
+  for (ncclComm* comm : comms) {
+    if (comm->profiler) comm->profiler->launchEnded();
+    const ncclResult_t r = comm->executor ? comm->executor->runError() : ncclSuccess;
+    comm->flight.finished(result != ncclSuccess ? result : r);
+    if (r != ncclSuccess) {
+      comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
+      comm->breakConnections();
+      if (result == ncclSuccess) result = static_cast<ncclResult_t>(r);
+    }
+  }
+  return result;
+}
+
 // Runs the calls of blocking communicators (each one's `running`) from this thread: every
-// communicator's executor stages its calls, then they start together (executor.h).
+// communicator's executor stages its calls, then they start together (runRound).
 // `turns`: what the launch took among communicators sharing connections when it was handed
 // over (shared_connections.h), awaited before it runs and ended when it has.
 ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g, RunTurns& turns) {
@@ -203,34 +237,14 @@ ncclResult_t runBlocking(const std::vector<ncclComm*>& all, GroupState& g, RunTu
       }
     }
   }
-  GroupLaunch& launch = g.launch;
-  launch.clear();
-  for (ncclComm* comm : comms) {
-    const ScopedLogContext logAs(comm->rank, comm->config.commName);
-    if (comm->profiler) comm->profiler->beforePlanning(comm->running);
-    if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->running, launch);
+  // Communicators sharing connections in one launch run in rounds, one member of a family
+  // per round (shared_connections.h); every other launch is one round.
+  if (!RunTurns::anyFamilyTwice(comms)) {
+    result = runRound(comms, g, result);
+  } else {
+    for (const std::vector<ncclComm*>& round : RunTurns::rounds(comms)) result = runRound(round, g, result);
   }
-  // A profiler's launch events start once everything is staged and stop once the launch
-  // has returned: what ran on this thread has completed by then.
-  for (ncclComm* comm : comms) {
-    if (comm->profiler && result == ncclSuccess)
-      comm->profiler->launchBegins(comm->running, comm->executor->runsOnCallingThread());
-    comm->running.clear();
-  }
-  // Everything is staged before anything starts (cuda_comm.h says why).
-  const ncclResult_t started = launch.start(result == ncclSuccess);
-  if (result == ncclSuccess) result = started;
-  for (ncclComm* comm : comms) {
-    if (comm->profiler) comm->profiler->launchEnded();
-    const ncclResult_t r = comm->executor ? comm->executor->runError() : ncclSuccess;
-    comm->flight.finished(result != ncclSuccess ? result : r);
-    if (r != ncclSuccess) {
-      comm->asyncResult.store(r);  // sticky: the communicator is broken, as in NCCL
-      comm->breakConnections();
-      if (result == ncclSuccess) result = static_cast<ncclResult_t>(r);
-    }
-    comm->activeRuns.fetch_sub(1);
-  }
+  for (ncclComm* comm : comms) comm->activeRuns.fetch_sub(1);
   return result != ncclSuccess ? result : notSetUp;
 }
 
@@ -247,25 +261,18 @@ bool usesChannels(const std::vector<CollOp>& ops) {
 }
 
 // The turns of a group's launches among communicators sharing connections
-// (shared_connections.h): refused (a WARN) when two of them would run collectives in the
-// group, else every launch's taken together: the blocking communicators' into
+// (shared_connections.h), every launch's taken together: the blocking communicators' into
 // `blockingTurns`, each non-blocking one's into its own.
-ncclResult_t takeTurns(const std::vector<ncclComm*>& blocking, const std::vector<ncclComm*>& async,
-                       RunTurns& blockingTurns, std::vector<std::shared_ptr<RunTurns>>& asyncTurns) {
+void takeTurns(const std::vector<ncclComm*>& blocking, const std::vector<ncclComm*>& async, RunTurns& blockingTurns,
+               std::vector<std::shared_ptr<RunTurns>>& asyncTurns) {
   auto needsTurn = [](const ncclComm* c) { return c->sharedConns != nullptr && usesChannels(c->pending); };
   asyncTurns.clear();
   for (size_t i = 0; i < async.size(); ++i) asyncTurns.push_back(std::make_shared<RunTurns>());
-  std::vector<ncclComm*> sharing;
-  for (const auto* list : {&blocking, &async})
-    std::copy_if(list->begin(), list->end(), std::back_inserter(sharing), needsTurn);
-  if (sharing.empty()) return ncclSuccess;
-  CHORUS_CHECK(RunTurns::checkOnePerFamily(sharing));
   std::vector<RunTurns::Launch> launches(1, RunTurns::Launch{&blockingTurns, {}});
   std::copy_if(blocking.begin(), blocking.end(), std::back_inserter(launches[0].comms), needsTurn);
   for (size_t i = 0; i < async.size(); ++i)
     if (needsTurn(async[i])) launches.push_back(RunTurns::Launch{asyncTurns[i].get(), {async[i]}});
-  RunTurns::queueTogether(launches);
-  return ncclSuccess;
+  if (launches.size() > 1 || !launches[0].comms.empty()) RunTurns::queueTogether(launches);
 }
 
 // Runs one-sided jobs: a blocking communicator's on this thread, in order; a non-blocking
@@ -370,13 +377,7 @@ ncclResult_t launchGroup(GroupState& g) {
   // were made, not when a worker gets to them.
   RunTurns blockingTurns;
   std::vector<std::shared_ptr<RunTurns>> asyncTurns;
-  if (const ncclResult_t refused = takeTurns(blocking, async, blockingTurns, asyncTurns); refused != ncclSuccess) {
-    for (const auto* list : {&blocking, &async})
-      for (ncclComm* comm : *list) comm->pending.clear();
-    g.rmaAfter.clear();
-    releaseClaims(g);
-    return refused;
-  }
+  takeTurns(blocking, async, blockingTurns, asyncTurns);
   for (size_t i = 0; i < async.size(); ++i) {
     ncclComm* comm = async[i];
     auto ops = std::move(comm->pending);

@@ -6,8 +6,9 @@
 //  - a shrink with shrinkShare shares too, and sums right over the survivors;
 //  - ranks running parent and child calls in different orders fail with a WARN naming the
 //    other communicator, instead of reducing each other's data (both calls are "#1");
-//  - one group with collectives of a parent and its sharing child is refused, and nothing
-//    ran (blocking or not); the child's sends and receives may join the parent's collective;
+//  - one group with collectives of a parent and its sharing child, called in a different
+//    order on each rank, runs them in turn in one order (blocking or not); the child's sends
+//    and receives join the parent's collective;
 //  - non-blocking parent and child, their calls handed over back to back: each worker
 //    waits for its turn in the order the calls were made, and both sums are exact.
 #include <gtest/gtest.h>
@@ -191,31 +192,30 @@ TEST(SplitShare, CallsInADifferentOrderFailInsteadOfMixing) {
   EXPECT_TRUE(named) << "no WARN names the other communicator's call";
 }
 
-// One group with calls of a parent and its sharing child is refused before anything runs:
-// both communicators still work afterwards.
-TEST(SplitShare, OneGroupOfParentAndChildIsRefused) {
+// One group with collectives of a parent and its sharing child, the calls made in a
+// different order on each rank: they run one after the other, in the same order on every
+// rank (the parent first), so each sum is exact; the same buffer passes through both.
+TEST(SplitShare, OneGroupOfParentAndChildRunsThemInTurn) {
   EXPECT_RANKS_OK(runAllRanksOneThread(3, [](std::span<const ncclComm_t> comms) {
     return withFamily(comms, [](const Family& f) {
-      std::vector<std::vector<int32_t>> data(3, std::vector<int32_t>(64, 1));
+      std::vector<std::vector<int32_t>> data(3, std::vector<int32_t>(4099, 1)), other(3);
       std::vector<std::string> problems(3);
       ncclGroupStart();
       for (int r = 0; r < 3; ++r) {
-        ncclAllReduce(data[r].data(), data[r].data(), 64, ncclInt32, ncclSum, f.parents[r], nullptr);
-        ncclAllReduce(data[r].data(), data[r].data(), 64, ncclInt32, ncclSum, f.children[r], nullptr);
+        other[r].assign(4099, r + 1);
+        const bool childFirst = r % 2 == 1;
+        for (ncclComm_t c : {childFirst ? f.children[r] : f.parents[r], childFirst ? f.parents[r] : f.children[r]})
+          ncclAllReduce(data[r].data(), data[r].data(), data[r].size(), ncclInt32, ncclSum, c, nullptr);
+        ncclAllReduce(other[r].data(), other[r].data(), other[r].size(), ncclInt32, ncclSum, f.children[r], nullptr);
       }
       const ncclResult_t end = ncclGroupEnd();
-      if (end != ncclInvalidUsage) problems[0] = "the group returned " + resultName(end) + ", not invalid usage";
-      for (int r = 0; r < 3; ++r)
-        if (data[r][0] != 1) problems[r] = "a refused group changed the buffer to " + std::to_string(data[r][0]);
-      for (const auto* comms : {&f.parents, &f.children}) {
-        ncclGroupStart();
-        for (int r = 0; r < 3; ++r)
-          ncclAllReduce(data[r].data(), data[r].data(), 64, ncclInt32, ncclSum, (*comms)[r], nullptr);
-        const ncclResult_t again = ncclGroupEnd();
-        if (again != ncclSuccess) problems[0] = "a group after the refused one returned " + resultName(again);
+      for (int r = 0; r < 3; ++r) {
+        if (end != ncclSuccess) problems[r] = "the group returned " + resultName(end);
+        // 1 on every rank, summed twice over three ranks; the other buffer's 1 + 2 + 3.
+        if (data[r][4098] != 9 || other[r][0] != 6)
+          problems[r] =
+              "sums " + std::to_string(data[r][4098]) + " and " + std::to_string(other[r][0]) + ", expected 9 and 6";
       }
-      for (int r = 0; r < 3; ++r)
-        if (data[r][0] != 9) problems[r] = "the groups after the refused one gave " + std::to_string(data[r][0]);
       return problems;
     });
   }));
@@ -311,25 +311,28 @@ std::string nonBlockingFamily(int rank, int nranks, const ncclUniqueId& id, nccl
   return "";
 }
 
-// Non-blocking parent and child: a group holding collectives of both is refused as well,
-// before anything is handed to their workers.
-TEST(SplitShare, OneGroupOfNonBlockingParentAndChildIsRefused) {
+// Non-blocking parent and child in one group, the calls made in a different order on each
+// rank: their workers take turns in the same order on every rank.
+TEST(SplitShare, OneGroupOfNonBlockingParentAndChildRunsThemInTurn) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
     ncclComm_t parent = nullptr, child = nullptr;
     if (const std::string failed = nonBlockingFamily(rank, nranks, id, &parent, &child); !failed.empty())
       return RankOutcome::fail(failed);
     FailureLog failures;
-    std::vector<int32_t> a(64, 1), b(64, 1);
-    ncclGroupStart();
-    ncclAllReduce(a.data(), a.data(), 64, ncclInt32, ncclSum, parent, nullptr);
-    ncclAllReduce(b.data(), b.data(), 64, ncclInt32, ncclSum, child, nullptr);
-    const ncclResult_t end = ncclGroupEnd();
-    if (end != ncclInvalidUsage) failures.add("the group returned " + resultName(end) + ", not invalid usage");
-    if (settle(parent) != ncclSuccess || settle(child) != ncclSuccess) failures.add("a refused group broke them");
-    std::vector<int32_t> c(64, rank + 1);
-    ncclAllReduce(c.data(), c.data(), 64, ncclInt32, ncclSum, child, nullptr);
-    if (settle(child) != ncclSuccess || c[63] != 3)
-      failures.add("the child's AllReduce after the refused group failed");
+    for (int round = 0; round < 10; ++round) {
+      std::vector<int32_t> a(1 << 18, rank + 1), b(1 << 18, 10 * (rank + 1));
+      ncclGroupStart();
+      if (rank == 1) ncclAllReduce(b.data(), b.data(), b.size(), ncclInt32, ncclSum, child, nullptr);
+      ncclAllReduce(a.data(), a.data(), a.size(), ncclInt32, ncclSum, parent, nullptr);
+      if (rank == 0) ncclAllReduce(b.data(), b.data(), b.size(), ncclInt32, ncclSum, child, nullptr);
+      ncclGroupEnd();
+      const ncclResult_t p = settle(parent), c = settle(child);
+      if (p != ncclSuccess || c != ncclSuccess || a.back() != 3 || b.back() != 30) {
+        failures.add("round " + std::to_string(round) + ": " + resultName(p) + "/" + resultName(c) + ", sums " +
+                     std::to_string(a.back()) + " and " + std::to_string(b.back()) + ", expected 3 and 30");
+        break;
+      }
+    }
     ncclCommAbort(child);
     ncclCommAbort(parent);
     return failures.outcome();
