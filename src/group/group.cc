@@ -268,11 +268,14 @@ void takeTurns(const std::vector<ncclComm*>& blocking, const std::vector<ncclCom
   auto needsTurn = [](const ncclComm* c) { return c->sharedConns != nullptr && usesChannels(c->pending); };
   asyncTurns.clear();
   for (size_t i = 0; i < async.size(); ++i) asyncTurns.push_back(std::make_shared<RunTurns>());
+  // Most groups have no communicator sharing connections: nothing to take, nothing allocated.
+  if (std::none_of(blocking.begin(), blocking.end(), needsTurn) && std::none_of(async.begin(), async.end(), needsTurn))
+    return;
   std::vector<RunTurns::Launch> launches(1, RunTurns::Launch{&blockingTurns, {}});
   std::copy_if(blocking.begin(), blocking.end(), std::back_inserter(launches[0].comms), needsTurn);
   for (size_t i = 0; i < async.size(); ++i)
     if (needsTurn(async[i])) launches.push_back(RunTurns::Launch{asyncTurns[i].get(), {async[i]}});
-  if (launches.size() > 1 || !launches[0].comms.empty()) RunTurns::queueTogether(launches);
+  RunTurns::queueTogether(launches);
 }
 
 // Runs one-sided jobs: a blocking communicator's on this thread, in order; a non-blocking
