@@ -95,8 +95,9 @@ ncclResult_t deriveComm(ncclComm* parent, const CommConfig& config, bool member,
             parent->childInSetUp = made;
             if (parent->abortFlag.load() != 0) made->abortFlag.store(1);  // the parent's abort came first
           }
-          const bool lends = share && parent->sharedConns && parent->revokeFlag.load() == 0 &&
-                             SharedConnections::lendable(parent, placement.members);
+          // The parent's family was offered at the call (a member asking to share).
+          const bool lends =
+              share && parent->revokeFlag.load() == 0 && SharedConnections::lendable(parent, placement.members);
           made->lender = lends ? parent : nullptr;
           result = initCommunicator(made, placement.id);
           made->lender = nullptr;

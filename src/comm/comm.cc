@@ -63,8 +63,7 @@ size_t ncclComm::releaseIdleBuffers() {
   size_t released = 0;
   // Not a connection another communicator shares (it may be running on it).
   forEachWorkConnection([&](chorus::Connection& c) {
-    if (c.connected() && c.resource != nullptr && !(sharedConns && sharedConns->lent(c)))
-      released += c.resource->releaseIdleSlots();
+    if (c.connected() && c.resource != nullptr && !lentToAnother(c)) released += c.resource->releaseIdleSlots();
   });
   return released;
 }
@@ -89,10 +88,11 @@ void ncclComm::markDestroyed() {
   // thread has landed every put already published.
   // Not one another communicator still uses (shared_connections.h marks it when the last goes).
   forEachWorkConnection([this](chorus::Connection& c) {
-    if (c.connected() && c.resource != nullptr && !c.end.proxied && !(sharedConns && sharedConns->lent(c)))
-      chorus::markBroken(c.end.ctrl, chorus::kBrokenByDestroy);
+    if (!lentToAnother(c)) chorus::markDestroyedFifo(c);
   });
 }
+
+bool ncclComm::lentToAnother(const chorus::Connection& c) { return sharedConns && sharedConns->lent(c); }
 
 void ncclComm::refreshView() {
   ++viewVersion;

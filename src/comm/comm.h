@@ -57,7 +57,20 @@ struct Channel {
   // share a connection where they share a neighbour.
   std::vector<Connection> send;
   std::vector<Connection> recv;
+  // Calls f(connection) for each of its connections, connected or not.
+  template <typename F>
+  void forEachConnection(F&& f) {
+    for (Connection& c : send) f(c);
+    for (Connection& c : recv) f(c);
+  }
 };
+
+// At a destroy that was no abort: marks `c`'s FIFO kBrokenByDestroy where it is a direct
+// one (a proxied one's close comes from its network connection), so a peer waiting on it for
+// a call this rank never made fails at once.
+inline void markDestroyedFifo(Connection& c) {
+  if (c.connected() && c.resource != nullptr && !c.end.proxied) markBroken(c.end.ctrl, kBrokenByDestroy);
+}
 
 // Whether [p, p + bytes) lies within [base, base + size), without forming a pointer past
 // either end.
@@ -256,10 +269,7 @@ struct ncclComm {
   // the calls' work moves through (not the one-sided ones, which their service thread reads).
   template <typename F>
   void forEachWorkConnection(F&& f) {
-    for (chorus::Channel& ch : channels) {
-      for (chorus::Connection& c : ch.send) f(c);
-      for (chorus::Connection& c : ch.recv) f(c);
-    }
+    for (chorus::Channel& ch : channels) ch.forEachConnection(f);
     for (chorus::Connection& c : p2pSend) f(c);
     for (chorus::Connection& c : p2pRecv) f(c);
   }
@@ -287,6 +297,9 @@ struct ncclComm {
   // At a destroy that was no abort: marks this rank's direct ring, tree and send/recv FIFOs
   // kBrokenByDestroy.
   void markDestroyed();
+  // Whether `c`, one of this communicator's own connections, is borrowed by another one now
+  // (splitShare, shared_connections.h): its traffic and its memory are not this one's alone.
+  bool lentToAnother(const chorus::Connection& c);
 };
 
 namespace chorus {

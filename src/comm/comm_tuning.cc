@@ -103,15 +103,12 @@ ncclResult_t networkHops(ncclComm* comm, NetworkHops* out) {
   };
   std::vector<Report> reports(comm->nranks, Report{0, -1});
   Report& mine = reports[comm->rank];
-  auto overNet = [](const std::vector<Connection>& side, int peer) {
-    return peer >= 0 && peer < static_cast<int>(side.size()) && side[peer].used().connected() &&
-           side[peer].used().transport->id() == TransportId::Net;
+  auto isNet = [](const Connection& c) { return c.used().connected() && c.used().transport->id() == TransportId::Net; };
+  auto overNet = [&](const std::vector<Connection>& side, int peer) {
+    return peer >= 0 && peer < static_cast<int>(side.size()) && isNet(side[peer]);
   };
-  for (Channel& ch : comm->channels) {
-    for (auto* side : {&ch.send, &ch.recv})
-      for (const Connection& c : *side)
-        if (c.used().connected() && c.used().transport->id() == TransportId::Net) mine.flags |= kAny;
-  }
+  for (Channel& ch : comm->channels)
+    ch.forEachConnection([&](const Connection& c) { mine.flags |= isNet(c) ? kAny : 0; });
   // By machine name, not host identity: NCCL_HOSTID may split one machine's cores into "hosts".
   const char* machine = comm->peers[comm->rank].hostname;
   const long ranksHere = std::count_if(comm->peers.begin(), comm->peers.end(), [machine](const PeerInfo& p) {

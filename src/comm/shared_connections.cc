@@ -9,19 +9,10 @@
 namespace chorus {
 namespace {
 
-template <typename F>
-void forEachOf(Channel& ch, F&& f) {
-  for (auto* side : {&ch.send, &ch.recv})
-    for (Connection& c : *side) f(c);
-}
-
+// Its owner and every borrower have gone: a peer still waiting on one of these FIFOs waits
+// for a call no member of this rank will make.
 void markDestroyed(std::vector<Channel>& channels) {
-  // Its owner and every borrower have gone: a peer still waiting on one of these FIFOs waits
-  // for a call no member of this rank will make (as ncclComm::markDestroyed, direct FIFOs only).
-  for (Channel& ch : channels)
-    forEachOf(ch, [](Connection& c) {
-      if (c.connected() && c.resource != nullptr && !c.end.proxied) markBroken(c.end.ctrl, kBrokenByDestroy);
-    });
+  for (Channel& ch : channels) ch.forEachConnection(markDestroyedFifo);
 }
 
 }  // namespace
@@ -67,7 +58,7 @@ void SharedConnections::leave(std::vector<Channel>& channels) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Channel& ch : channels) {
-      forEachOf(ch, [&](Connection& c) {
+      ch.forEachConnection([&](Connection& c) {
         if (c.borrowed == nullptr) return;
         const auto it = borrowers_.find(c.borrowed);
         if (it != borrowers_.end() && --it->second == 0) borrowers_.erase(it);
@@ -95,7 +86,8 @@ void SharedConnections::leave(std::vector<Channel>& channels) {
 
 bool SharedConnections::anyBorrowed(std::vector<Channel>& channels) {
   bool borrowed = false;
-  for (Channel& ch : channels) forEachOf(ch, [&](Connection& c) { borrowed = borrowed || borrowers_.contains(&c); });
+  for (Channel& ch : channels)
+    ch.forEachConnection([&](const Connection& c) { borrowed = borrowed || borrowers_.contains(&c); });
   return borrowed;
 }
 

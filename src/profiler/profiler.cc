@@ -6,7 +6,6 @@
 
 #include "core/debug.h"
 #include "src/comm/comm.h"
-#include "src/comm/shared_connections.h"
 #include "src/profiler/profiler_plugin.h"
 #include "src/profiler/proxy_events.h"
 
@@ -148,7 +147,7 @@ CommProfiler::~CommProfiler() {
   // connection another communicator borrows (splitShare): its traffic is not this one's
   // (and this one's launches, traced, have all ended).
   comm_.forEachConnection([this](Connection& c) {
-    if (c.resource != nullptr && !(comm_.sharedConns && comm_.sharedConns->lent(c))) c.resource->stopTracing();
+    if (c.resource != nullptr && !comm_.lentToAnother(c)) c.resource->stopTracing();
   });
   ctrlEvents_.reset();
   if (context_ != nullptr) plugin_->finalize(context_);  // as NCCL: a plugin that gave no context gets no finalize
