@@ -54,6 +54,9 @@ Reduction reductionOf(const at::Tensor& tensor, const c10d::ReduceOp& op, const 
 // the bitwise op, into `out`; NCCL has no bitwise reductions, so they gather and combine.
 void combineBitwise(const at::Tensor& gathered, int ranks, c10d::ReduceOp::RedOpType op, const at::Tensor& out);
 
+// Where NCCL reads or writes the tensor.
+inline void* dataOf(const at::Tensor& tensor) { return tensor.data_ptr(); }
+
 // Bytes of a tensor, for the calls that only move data (any dtype travels as bytes).
 inline size_t byteSize(const at::Tensor& tensor) { return tensor.numel() * tensor.element_size(); }
 
