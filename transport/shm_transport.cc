@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/debug.h"
+#include "core/file_descriptor.h"
 #include "core/process_liveness.h"
 #include "transport/shm_gpu_buffers.h"
 #include "transport/transport.h"
@@ -103,18 +104,6 @@ class ShmMapping : public ConnectionResource {
   GpuBuffers slots_;
   int slotsRank_ = -1;
   int slotsPeer_ = -1;  // receiver under P2P read: the sender, whose slots it maps
-};
-
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
 };
 
 // Points `end` at the FIFO and at the peer's process: its pid for messages and its
