@@ -54,6 +54,8 @@ constexpr Setting kSettings[] = {
      "1: GPU FIFOs' Simple slots on the sender's GPU (read by the receiver); 0: never; unset: NVLink Ampere pairs"},
     {"CHORUS_P2P_IN_PLACE", kInt64, "-1", kHonoured,
      "Send/Recv into a registered buffer written in place by the sender: -1 GPU communicators, 1 CPU ones too, 0 none"},
+    {"CHORUS_BOARD", kInt64, "1", kHonoured,
+     "0: small AllReduce calls of ranks sharing one host's /dev/shm run on the ring, not on the board in one hop"},
     {"CHORUS_DETERMINISTIC", kInt64, "0", kHonoured,
      "1: AllReduce, Reduce and ReduceScatter combine ranks in one order, bitwise reproducible results"},
     {"CHORUS_FAULT", kString, "", kHonoured,

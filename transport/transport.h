@@ -23,24 +23,26 @@ struct PeerInfo {
   int rank;
   int cudaDev;
   int pid;
-  uint64_t gpuBusId;   // the GPU's PCI location (gpuBusIdOf), 0 when unknown
-  uint64_t hostHash;   // same host <=> same hash (NCCL_HOSTID overrides)
-  uint64_t shmDevId;   // st_dev of /dev/shm: same host and same /dev/shm for SHM
-  uint64_t processId;  // unique per process even across hosts (host hash ^ pid ^ start time)
-  int channelsWanted;  // what this rank's cores can serve; the communicator takes the minimum
-  int trafficClass;    // ncclConfig_t.trafficClass for this rank's network connections, or -1
-  char netName[32];    // ncclConfig_t.netName: the net this rank's connections use ("": the process's)
-  int deterministic;   // CHORUS_DETERMINISTIC as this rank read it: every rank must agree
-  int gpuComm;         // 1: a GPU communicator (its calls run on the CUDA executor)
-  int ringPosition;    // a GPU communicator's: its GPU's place in its host's ring (topo::GpuRoute), or -1
-  float ringHopGBs;    // ... that ring's narrowest hop (0: unknown)
-  int ringOverNvlink;  // ... 1: every hop of that ring is NVLink
-  int topoGpu;         // ... its GPU's index among its host topology's GPUs, or -1
-  uint64_t gpuReach;   // ... bit i: its GPU can write the memory of that topology's GPU i
-  int gpuLanes;        // ... the blocks of the collective kernel its GPU runs at once (0: unknown)
-  int gpuArch;         // ... its GPU's compute capability, major * 10 + minor (0: unknown)
-  float nicGBs;        // ... GB/s its GPU's network traffic gets (topo::GpuRoute::nicGBs; 0: unknown)
-  int lenderRank;      // splitShare/shrinkShare: its rank in the communicator whose connections it would share, or -1
+  uint64_t gpuBusId;    // the GPU's PCI location (gpuBusIdOf), 0 when unknown
+  uint64_t hostHash;    // same host <=> same hash (NCCL_HOSTID overrides)
+  uint64_t shmDevId;    // st_dev of /dev/shm: same host and same /dev/shm for SHM
+  uint64_t processId;   // unique per process even across hosts (host hash ^ pid ^ start time)
+  int channelsWanted;   // what this rank's cores can serve; the communicator takes the minimum
+  int trafficClass;     // ncclConfig_t.trafficClass for this rank's network connections, or -1
+  char netName[32];     // ncclConfig_t.netName: the net this rank's connections use ("": the process's)
+  int deterministic;    // CHORUS_DETERMINISTIC as this rank read it: every rank must agree
+  int gpuComm;          // 1: a GPU communicator (its calls run on the CUDA executor)
+  int ringPosition;     // a GPU communicator's: its GPU's place in its host's ring (topo::GpuRoute), or -1
+  float ringHopGBs;     // ... that ring's narrowest hop (0: unknown)
+  int ringOverNvlink;   // ... 1: every hop of that ring is NVLink
+  int topoGpu;          // ... its GPU's index among its host topology's GPUs, or -1
+  uint64_t gpuReach;    // ... bit i: its GPU can write the memory of that topology's GPU i
+  int gpuLanes;         // ... the blocks of the collective kernel its GPU runs at once (0: unknown)
+  int gpuArch;          // ... its GPU's compute capability, major * 10 + minor (0: unknown)
+  float nicGBs;         // ... GB/s its GPU's network traffic gets (topo::GpuRoute::nicGBs; 0: unknown)
+  int lenderRank;       // splitShare/shrinkShare: its rank in the communicator whose connections it would share, or -1
+  int boardWanted;      // 1: a CPU communicator's rank that would run small AllReduce calls on a board (board.h)
+  uint64_t boardNonce;  // rank 0's, in the second exchange: the name of the board it made (board_memory.h), 0: none
   char hostname[64];
 };
 

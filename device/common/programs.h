@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "device/common/board.h"
 #include "device/common/ordered_algorithms.h"
 #include "device/common/platform.h"
 #include "device/common/ring_algorithms.h"
@@ -46,6 +47,14 @@ CHORUS_HD_OUTLINE void runItem(Exec& exec, const CommView& comm, const WorkItem&
       break;
   }
   const ChannelView& ch = comm.channels[w.channel];
+  if (w.board) {  // an AllReduce small enough for the board (board.h); the ring's ends announce it
+    if constexpr (BoardRunner<Exec>) {
+      P prims(exec, PeerSet(ch.ringRecv), PeerSet(ch.ringSend), op, w.stamp);
+      boardAllReduce(exec, prims, op, comm.board, ch, comm.nranks, send + w.range.offset, recv + w.range.offset,
+                     w.range.count, w.stamp);
+    }
+    return;  // otherwise a run that counts steps (step_counts.h): the board moves none on a connection
+  }
   if (runsOrdered(comm.ordered, w.kind, comm.nranks, w.op.kind)) {  // deterministic mode (ordered_algorithms.h)
     P prims(exec, PeerSet(ch.ringRecv), PeerSet(ch.ringSend), op, w.stamp);
     // A communicator of one rank has no ring ends (orderedCollective only copies).

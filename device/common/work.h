@@ -61,6 +61,7 @@ struct WorkItem {
   // A Recv whose buffer the sender may write into directly (registered with
   // ncclCommRegister; SimplePrimitives::beginP2p).
   bool recvOffered = false;
+  bool board = false;  // an AllReduce on the board (board.h), whole on channel 0
 };
 
 // A channel's tree neighbours and the connections to them.
@@ -88,7 +89,8 @@ struct CommView {
   ChannelView* channels = nullptr;
   FifoEnd* const* p2pSend = nullptr;  // indexed by peer; null until connected
   FifoEnd* const* p2pRecv = nullptr;
-  bool ordered = false;  // deterministic mode: reductions run ordered_algorithms.h's programs
+  bool ordered = false;             // deterministic mode: reductions run ordered_algorithms.h's programs
+  FifoEnd* const* board = nullptr;  // indexed by rank: the board's blocks (board.h); null: no board
 };
 
 // One lane of a plan: items that run in order on one communicator.

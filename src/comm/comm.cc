@@ -131,6 +131,9 @@ void ncclComm::refreshView() {
   view.channels = channelViews.data();
   view.p2pSend = p2pSendEnds.data();
   view.p2pRecv = p2pRecvEnds.data();
+  boardEnds.clear();
+  for (chorus::Connection& c : board) boardEnds.push_back(&c.end);
+  view.board = boardEnds.empty() ? nullptr : boardEnds.data();
 }
 
 namespace chorus {

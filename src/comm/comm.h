@@ -31,6 +31,7 @@ class Executor;                       // src/executor/executor.h
 class CommProfiler;                   // src/profiler/profiler.h
 class RmaService;                     // src/rma/rma_service.h
 class SharedConnections;              // src/comm/shared_connections.h
+class BoardSegment;                   // transport/board_memory.h
 struct FaultState;                    // src/fault/fault_injection.h
 enum class ExecutorChoice : uint8_t;  // src/executor/executor_choice.h
 
@@ -228,6 +229,11 @@ struct ncclComm {
   std::vector<chorus::Connection> rmaSend;
   std::vector<chorus::Connection> rmaRecv;
   std::unique_ptr<chorus::RmaService> rma;
+  // The board (device/common/board.h, src/comm/board_setup.h): a connection per rank, this
+  // rank's own block the sending one, the others' receiving; empty where there is none.
+  std::vector<chorus::Connection> board;
+  std::vector<chorus::FifoEnd*> boardEnds;
+  std::shared_ptr<chorus::BoardSegment> boardMade;  // rank 0, between the exchanges of its set-up
 
   std::unique_ptr<chorus::AsyncWorker> worker;  // non-blocking communicators only
 
@@ -272,6 +278,7 @@ struct ncclComm {
     for (chorus::Channel& ch : channels) ch.forEachConnection(f);
     for (chorus::Connection& c : p2pSend) f(c);
     for (chorus::Connection& c : p2pRecv) f(c);
+    for (chorus::Connection& c : board) f(c);
   }
   // The same, and every one-sided connection.
   template <typename F>

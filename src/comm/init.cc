@@ -10,6 +10,7 @@
 #include "core/env.h"
 #include "core/process_liveness.h"
 #include "core/settings.h"
+#include "src/comm/board_setup.h"
 #include "src/comm/comm.h"
 #include "src/comm/comm_tuning.h"
 #include "src/comm/connect.h"
@@ -41,6 +42,7 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.ringPosition = -1;  // set from the topology once the host's ranks are known
   info.topoGpu = -1;
   info.lenderRank = comm->lender != nullptr ? comm->lender->rank : -1;
+  info.boardWanted = boardWanted(info) ? 1 : 0;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
   info.hostHash = localHostHash();
   struct stat st;
@@ -367,6 +369,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   } else {
     self.channelsWanted = cpuChannelsWanted(localRanks, comm->config);
   }
+  offerBoard(comm);
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
   if (gpu) linkGpuPeers(comm, route);
 
@@ -416,11 +419,13 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->rmaSend.resize(comm->nranks);
   comm->rmaRecv.resize(comm->nranks);
   CHORUS_CHECK(awaitConnections(comm));
+  CHORUS_CHECK(joinBoard(comm));
   // Also the end of set-up's last exchange: every rank is connected once it returns.
   TuneTopology tuned;
   TuneConstants constants;  // the CPU calibration, or a GPU communicator's figures
   CHORUS_CHECK(commTuneTopology(comm, chains.size() > 1 ? hostChainTreeDepth(chains) : 0, hostCount(comm->peers),
                                 everyRankPlaced(comm->peers), &tuned, &constants));
+  tuned.board = !comm->board.empty();
   comm->tuner = std::make_unique<Tuner>(Tuner::fromEnv(tuned, constants));
   attachTunerPlugin(comm, ids);
   comm->refreshView();

@@ -210,9 +210,13 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       continue;
     }
     const CallStamp stamp = stampOf(comm, op, red, how);
+    // A small AllReduce of a communicator with a board may run there, whole on channel 0.
+    const bool onBoard =
+        comm->view.board != nullptr &&
+        comm->tuner->onBoard(collKindOf(op.kind), tunedBytes(comm, op), how.algo, how.proto, op.tuning.maxChannels);
     // A call's maxCTAs and a tuner plugin's nChannels leave the higher channels out of it;
     // every rank leaves the same ones.
-    int callChannels = nChannels;
+    int callChannels = onBoard ? 1 : nChannels;
     if (op.tuning.maxChannels > 0) callChannels = std::min(callChannels, op.tuning.maxChannels);
     if (how.maxChannels > 0) callChannels = std::min(callChannels, how.maxChannels);
     const size_t per = sharePerChannel(op.count, callChannels);
@@ -221,6 +225,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
       ChannelRange share = channelShare(op.count, c, per);
       if (share.count == 0 && c > 0) continue;  // channel 0 still runs an empty call (keeps ranks in step)
       appendItem(plan.channels[c], op, red, how, c, share, stamp);
+      plan.channels[c].items.back().board = onBoard;
       ++channelsUsed;
     }
     place(op, how, channelsUsed);

@@ -9,6 +9,7 @@
 
 #include "core/debug.h"
 #include "core/env.h"
+#include "device/common/board.h"            // goesOnBoard
 #include "device/common/ring_algorithms.h"  // kPairAllReduceMaxBytes, kGatherAllReduceMaxBytes
 #include "src/tune/setting_list.h"
 #include "src/tune/tuner_plugin.h"
@@ -229,12 +230,31 @@ bool Tuner::algoValid(CollKind coll, Algorithm algo) const {
 }
 
 double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels) const {
+  const double programs = modelUs(coll, bytes, algo, proto, maxChannels, false);
+  const bool boardable = coll == CollKind::AllReduce && topo_.nranks > 2 && goesOnBoard(topo_.board, algo, bytes);
+  return boardable ? std::min(programs, modelUs(coll, bytes, algo, proto, maxChannels, true)) : programs;
+}
+
+bool Tuner::onBoard(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels) const {
+  if (coll != CollKind::AllReduce || topo_.nranks < 3 || !goesOnBoard(topo_.board, algo, bytes)) return false;
+  LastBoard& last = lastBoard_;  // every small call asks: loops repeat sizes
+  if (last.bytes != bytes || last.algo != algo || last.proto != proto || last.maxChannels != maxChannels) {
+    const bool cheaper =
+        modelUs(coll, bytes, algo, proto, maxChannels, true) <= modelUs(coll, bytes, algo, proto, maxChannels, false);
+    last = LastBoard{bytes, algo, proto, maxChannels, cheaper};
+  }
+  return last.onBoard;
+}
+
+double Tuner::modelUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels, bool board) const {
   if (coll == CollKind::SendRecv) algo = Algorithm::Ring;
   if (!algoValid(coll, algo)) return kInfinity;
   const int a = static_cast<int>(algo);
   const int p = static_cast<int>(proto);
   const int channels = maxChannels > 0 ? std::min(maxChannels, topo_.nChannels) : topo_.nChannels;
-  const CostShape shape = shapeOf(coll, algo, topo_.nranks, topo_.treeDepth, bytes / channels);
+  // On the board: every rank's value in one hop, each rank reading the n-1 others.
+  const CostShape shape = board ? CostShape{1, static_cast<double>(topo_.nranks - 1), 0}
+                                : shapeOf(coll, algo, topo_.nranks, topo_.treeDepth, bytes / channels);
 
   const double channelBw = topo_.busBwGBs * kBytesPerUsPerGBs * constants_.bandwidthFactor[p];
   double callBw = channelBw * channels;
@@ -311,8 +331,10 @@ void Tuner::logChoice(CollKind coll, size_t bytes, const CallTuning& call, const
       estimates += item;
     }
   }
-  INFO(kSubsysTuning, "%s: %zu Bytes -> Algo %s proto %s time %.2f us (%s)%s", collName(coll), bytes,
-       algorithmName(choice.algo), protocolName(choice.proto), choice.timeUs, estimates.c_str(), note.c_str());
+  const bool board = onBoard(coll, bytes, choice.algo, choice.proto, call.maxChannels);
+  INFO(kSubsysTuning, "%s: %zu Bytes -> Algo %s proto %s time %.2f us (%s)%s%s", collName(coll), bytes,
+       algorithmName(choice.algo), protocolName(choice.proto), choice.timeUs, estimates.c_str(),
+       board ? " on the board" : "", note.c_str());
 }
 
 float simulateGroupTimeUs(const Tuner& tuner, std::span<const TuneRequest> calls) {

@@ -18,6 +18,8 @@
 //     n == 2, <= 2 KiB/ch.  1               1                  0   (pairAllReduce, per channel share)
 //     n > 2, n·share <= 8 KiB n-1          n-1                0   (gatherAllReduce, CPU executor;
 //                                                                  the model is the CPU's for now)
+//     on the board          1               n-1                0   (board.h: <= 4 KiB, 3+ ranks,
+//                                                                  where priced below the above)
 //   AllReduce, Tree         2·ceil(log2 n)  2                  2(ceil(log2 n) - 1)
 //   ReduceScatter, Ring     n-1             (n-1)/n            0
 //   AllGather, Ring         n-1             (n-1)/n            0
@@ -116,6 +118,9 @@ struct TuneTopology {
   // 128-byte line in pieces, src/comm/comm_tuning.cc); null: it may. LL128 is then never
   // chosen, and an NCCL_PROTO that asks for it gets a WARN naming this.
   const char* ll128Hazard = nullptr;
+  // The communicator has a board (device/common/board.h): a Ring AllReduce that fits its
+  // slots may take one hop, each rank reading n-1 values (Tuner::onBoard).
+  bool board = false;
 };
 
 struct TuneChoice {
@@ -147,7 +152,13 @@ class Tuner {
 
   // Microseconds for one call on at most `maxChannels` channels (0: all); +infinity when
   // the pair cannot run this collective.
+  // A Ring AllReduce the board can take (board.h) is estimated on it or through the ring's
+  // programs, whichever the model prices lower (onBoard).
   double estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels = 0) const;
+  // Whether a call of `algo` and `proto` runs on the board: a Ring AllReduce the board takes
+  // that the model prices below the ring's own programs. The plan asks this of the final
+  // pair; every rank's tuner answers alike.
+  bool onBoard(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels = 0) const;
   // The cheapest enabled pair that `call` allows; ties prefer Simple over LL128 over LL,
   // then Ring over Tree. Always a pair that can run the collective. With a plugin, the
   // plugin's pick (see above). With NCCL_DEBUG_SUBSYS=TUNING, one INFO line.
@@ -172,10 +183,13 @@ class Tuner {
   void setConstants(const TuneConstants& constants) {
     constants_ = constants;
     for (auto& last : lastChoice_) last.bytes = kNoBytes;
+    lastBoard_.bytes = kNoBytes;
   }
 
  private:
   TuneChoice cheapest(CollKind coll, size_t bytes, const CallTuning& call) const;
+  // The model's microseconds for one call, on the board or through the algorithm's programs.
+  double modelUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels, bool board) const;
   // The plugin's pick for one call (`own` where it left Chorus' estimates as they were), or
   // nullopt (WARNed once) where Chorus' own must run (tuner_plugin_choice.cc).
   std::optional<TuneChoice> pluginChoice(CollKind coll, size_t bytes, const CallTuning& call,
@@ -197,6 +211,14 @@ class Tuner {
     TuneChoice choice{};
   };
   mutable LastChoice lastChoice_[kNumCollKinds];
+  struct LastBoard {  // the latest onBoard answer
+    size_t bytes = kNoBytes;
+    Algorithm algo = Algorithm::Ring;
+    Protocol proto = Protocol::Simple;
+    int maxChannels = 0;
+    bool onBoard = false;
+  };
+  mutable LastBoard lastBoard_;
   std::unique_ptr<TunerPlugin> plugin_;
   // Said once per communicator: the plugin's getCollInfo failed; it disabled every pair.
   mutable bool pluginFailureWarned_ = false;

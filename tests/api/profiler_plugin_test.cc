@@ -250,6 +250,7 @@ TEST_P(ProfilerEventsTest, OneGroupAndOneLoneCall) {
   env.set("NCCL_PROFILER_PLUGIN", pluginPath(p.plugin));
   env.unset("CHORUS_TEST_PROFILER_MASK");  // every event
   env.set("NCCL_MIN_NCHANNELS", "2");
+  env.set("CHORUS_BOARD", "0");  // the board would run the small grouped AllReduce whole on channel 0
   if (p.algo) env.set("NCCL_ALGO", p.algo);
   if (p.proto) env.set("NCCL_PROTO", p.proto);
   ProfilerLog profile(env);
@@ -291,6 +292,7 @@ TEST_P(ProfilerMaskTest, OnlyWantedEventsAndTheirParentsStart) {
   env.set("NCCL_PROFILER_PLUGIN", pluginPath("libnccl-profiler-chorustest.so"));
   env.set("CHORUS_TEST_PROFILER_MASK", std::to_string(p.mask));
   env.set("NCCL_MIN_NCHANNELS", "2");  // the grouped AllReduce on two channels: five KernelCh in all
+  env.set("CHORUS_BOARD", "0");        // (on the board it would run on channel 0 alone)
   ProfilerLog profile(env);
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, runProfiledCalls));
   std::vector<std::string> problems;
