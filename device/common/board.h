@@ -64,13 +64,17 @@ concept BoardRunner = Exec::kTeamOfOne && requires(const uint64_t* word) {
 
 // `board[r]`: rank r's block (this rank's own one writes). Every end's `step` is the number
 // of board calls so far. `ch`: channel 0, whose ring connections the board call does not
-// use. They must be left as a call on the ring would leave them: a step still waiting there
-// belongs to an earlier call that this rank never received (two ranks that both called a
-// Broadcast as its root only sent), which a call on the ring would have found. So each
-// rank also publishes, in its block's `sizes[s % 2]` (a proxied FIFO's field; a block is
-// never proxied), how many steps it had sent on its ring connection to the next rank, and
-// the next rank compares that with what it has received. Slot by slot like the values: a
-// rank may publish call s + 1, with more steps sent since, while another still reads s.
+// use. They must be left as a call on the ring would leave them: a step still waiting on
+// one belongs to an earlier call that its receiver never received (two ranks that both
+// called a Broadcast as its root only sent), which a call on the ring would have found. So
+// each rank also publishes, with its value, how many steps it had sent on its ring
+// connection to the next rank and received on the one from the previous rank (in its
+// block's `sizes[]`, a proxied FIFO's field; a block is never proxied); once every value is
+// here, every rank compares every link alike, so all of them fail in this call where one
+// link left steps behind. Slot by slot like the values: a rank may publish call s + 1, with
+// more steps since, while another still reads call s.
+// Exec also needs staleRingSteps(sender, receiver, sent, received, call): records
+// ncclInvalidUsage with a WARN naming the link.
 template <typename Exec, typename Prims, typename T, typename Op>
 CHORUS_HD_OUTLINE void boardAllReduce(Exec& exec, Prims& prims, const Op& op, FifoEnd* const* board,
                                       const ChannelView& ch, int nranks, const T* src, T* dst, size_t count,
@@ -80,9 +84,13 @@ CHORUS_HD_OUTLINE void boardAllReduce(Exec& exec, Prims& prims, const Op& op, Fi
   const int64_t bytes = static_cast<int64_t>(count * sizeof(T));
   FifoEnd& mine = *board[ring[0]];
   const uint64_t step = mine.step;
-  auto sentWord = [step](const FifoEnd& block) { return reinterpret_cast<uint64_t*>(&block.ctrl->sizes[step & 1]); };
+  // sizes[s % 2]: ring steps sent to the next rank; sizes[2 + s % 2]: received from the previous.
+  auto ringCount = [step](const FifoEnd& block, bool received) {
+    return reinterpret_cast<uint64_t*>(&block.ctrl->sizes[(received ? 2 : 0) + (step & 1)]);
+  };
   teamCopy(exec, reinterpret_cast<T*>(mine.slot(Protocol::Simple, step)), src, count, op, true, false);
-  Exec::storeRelaxed(sentWord(mine), ch.ringSend->step);
+  Exec::storeRelaxed(ringCount(mine, false), ch.ringSend->step);
+  Exec::storeRelaxed(ringCount(mine, true), ch.ringRecv->step);
   stampStep<Exec>(mine, Protocol::Simple, bytes, call);
   Exec::storeRelease(&mine.ctrl->tail, step + 1);
   Exec::wakeSleepers(mine, &mine.ctrl->tail);
@@ -96,14 +104,12 @@ CHORUS_HD_OUTLINE void boardAllReduce(Exec& exec, Prims& prims, const Op& op, Fi
              theirs) &&
          checkStepStamp<Exec>(exec, theirs, Protocol::Simple, bytes, call);
   }
-  FifoEnd& ringRecv = *ch.ringRecv;
-  const uint64_t sentToMe = ok ? Exec::loadRelaxed(sentWord(*board[ring[nranks - 1]])) : ringRecv.step;
-  if (sentToMe != ringRecv.step) {
-    ringRecv.call = call;
-    // The stamp of the step left behind names its call, where it has one.
-    if (checkStepStamp<Exec>(exec, ringRecv, Protocol::Simple, 0, call))
-      exec.fail(ringRecv, "steps an earlier call sent on the ring were never received", static_cast<long>(sentToMe),
-                static_cast<long>(ringRecv.step));
+  for (int k = 0; k < nranks && ok; ++k) {  // the ring's link into ring[k]
+    const int sender = ring[(k + nranks - 1) % nranks];
+    const uint64_t sent = Exec::loadRelaxed(ringCount(*board[sender], false));
+    const uint64_t received = Exec::loadRelaxed(ringCount(*board[ring[k]], true));
+    if (sent == received) continue;
+    exec.staleRingSteps(sender, ring[k], sent, received, call);
     ok = false;
   }
   if (ok) {

@@ -35,6 +35,7 @@ CHORUS_HD void breakEveryEnd(const CommView& view, BrokenCause cause) {
   for (int p = 0; p < view.nranks; ++p) {
     if (view.p2pSend) breakEnd<Exec>(view.p2pSend[p], cause);
     if (view.p2pRecv) breakEnd<Exec>(view.p2pRecv[p], cause);
+    if (view.board) breakEnd<Exec>(view.board[p], cause);  // board.h: every rank's block
   }
 }
 

@@ -34,9 +34,13 @@ struct CallStamp {
   uint8_t kind = 0;       // WorkKind
   uint8_t dtype = 0;      // ncclDataType_t; 0 for Send/Recv (bytes are what must agree)
   uint8_t redOp = 0;      // RedKind, for reductions; 0 otherwise
-  uint8_t algoProto = 0;  // Algorithm << 4 | Protocol
+  uint8_t algoProto = 0;  // Algorithm << 4 | Protocol, and kStampOnBoard where the call ran on the board
 };
 static_assert(sizeof(CallStamp) == 24, "CallStamp travels in FIFOs");
+
+// CallStamp::algoProto's bit for a call on the board (board.h): ranks that disagree on it
+// (one on the board, one on the ring) have mismatched calls, as for any other choice.
+constexpr uint8_t kStampOnBoard = 8;
 
 struct StepStamp {
   uint64_t step;  // the step it belongs to

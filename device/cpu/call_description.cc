@@ -37,7 +37,8 @@ const char* redOpName(uint8_t op) {
 
 std::string describeCall(const CallStamp& call) {
   const auto kind = static_cast<WorkKind>(call.kind);
-  const char* proto = protocolName(static_cast<Protocol>(call.algoProto & 15));
+  const char* proto = protocolName(static_cast<Protocol>(call.algoProto & 7));
+  const char* where = (call.algoProto & kStampOnBoard) != 0 ? " on the board" : "";
   char text[160];
   if (kind == WorkKind::Send || kind == WorkKind::Recv) {
     snprintf(text, sizeof(text), "%s(%llu bytes; %s) #%llu", kindName(call.kind),
@@ -49,9 +50,9 @@ std::string describeCall(const CallStamp& call) {
   if (combinesValues(kind)) snprintf(op, sizeof(op), "%s, ", redOpName(call.redOp));
   char root[32] = "";
   if (call.root >= 0) snprintf(root, sizeof(root), ", root %d", call.root);
-  snprintf(text, sizeof(text), "%s(%s%s, %llu%s; %s/%s) #%llu", kindName(call.kind), op,
+  snprintf(text, sizeof(text), "%s(%s%s, %llu%s; %s/%s%s) #%llu", kindName(call.kind), op,
            typeName(static_cast<ncclDataType_t>(call.dtype)), static_cast<unsigned long long>(call.count), root, algo,
-           proto, static_cast<unsigned long long>(callNumber(call.seq)));
+           proto, where, static_cast<unsigned long long>(callNumber(call.seq)));
   return text;
 }
 

@@ -226,6 +226,17 @@ void CpuExec::mismatch(const FifoEnd& end, const CallStamp& theirs, const CallSt
   ctx_.setError(ncclInvalidUsage);
 }
 
+void CpuExec::staleRingSteps(int sender, int receiver, uint64_t sent, uint64_t received, const CallStamp& mine) {
+  if (!ctx_.failed())
+    WARN(
+        "Rank %d: calls do not match: before %s, rank %d sent %llu steps on the ring to rank %d, which received %llu "
+        "of them: an earlier call ran on one side only (a Broadcast called with two roots?); the communicator cannot "
+        "be used any more",
+        ctx_.rank, describeCall(mine).c_str(), sender, static_cast<unsigned long long>(sent), receiver,
+        static_cast<unsigned long long>(received));
+  ctx_.setError(ncclInvalidUsage);
+}
+
 void CpuExec::fail(const FifoEnd& end, const char* what, long got, long expected) {
   WARN("Rank %d: %s: peer rank %d sent %ld bytes, %ld expected", ctx_.rank, what, end.peer, got, expected);
   ctx_.setError(ncclInvalidUsage);

@@ -186,6 +186,9 @@ class CpuExec {
 
   // A malformed step: records ncclInvalidUsage with a WARN naming the peer.
   void fail(const FifoEnd& end, const char* what, long got, long expected);
+  // The board (board.h) found that `receiver` received `received` of the `sent` steps
+  // `sender` sent it on the ring before this call: records ncclInvalidUsage with a WARN.
+  void staleRingSteps(int sender, int receiver, uint64_t sent, uint64_t received, const CallStamp& mine);
   // The peer's call `theirs` is not this rank's `mine` (step_stamps.h): records
   // ncclInvalidUsage with a WARN naming both calls.
   void mismatch(const FifoEnd& end, const CallStamp& theirs, const CallStamp& mine, const char* why);

@@ -74,10 +74,11 @@ void place(const CollOp& op, TuneChoice how, int nChannels) {
 // matching calls count — collectives per communicator, sends and receives per pair — and
 // described as both sides must agree. Left blank for the steps with CHORUS_FINGERPRINTS=0.
 // Also recorded in the communicator's flight record (the hang report's last calls).
-CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneChoice how) {
+CallStamp stampOf(ncclComm* comm, const CollOp& op, const RedOpArgs& red, TuneChoice how, bool onBoard = false) {
   CallStamp s;
   s.kind = static_cast<uint8_t>(op.kind);
-  s.algoProto = static_cast<uint8_t>(static_cast<int>(how.algo) << 4 | static_cast<int>(how.proto));
+  s.algoProto = static_cast<uint8_t>(static_cast<int>(how.algo) << 4 | static_cast<int>(how.proto) |
+                                     (onBoard ? kStampOnBoard : 0));
   if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
     s.count = op.count * typeSize(op.dtype);
     s.seq = ++(op.kind == WorkKind::Send ? comm->sendSeq : comm->recvSeq)[op.root];
@@ -209,11 +210,11 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
         lane.items.back().recvOffered = offersRecvBuffer(comm, op);
       continue;
     }
-    const CallStamp stamp = stampOf(comm, op, red, how);
     // A small AllReduce of a communicator with a board may run there, whole on channel 0.
     const bool onBoard =
         comm->view.board != nullptr &&
         comm->tuner->onBoard(collKindOf(op.kind), tunedBytes(comm, op), how.algo, how.proto, op.tuning.maxChannels);
+    const CallStamp stamp = stampOf(comm, op, red, how, onBoard);
     // A call's maxCTAs and a tuner plugin's nChannels leave the higher channels out of it;
     // every rank leaves the same ones.
     int callChannels = onBoard ? 1 : nChannels;

@@ -8,12 +8,15 @@
 //    ring takes over; over many calls, so both slots of every block are reused.
 //  - Ranks whose calls differ fail instead of mixing data, also when one rank's call runs
 //    on the board and another's on the ring (a count on either side of the limit, or an
-//    AllGather against an AllReduce), and the communicator stays failed.
+//    AllGather against an AllReduce), and the communicator stays failed; steps an earlier
+//    call left unreceived on the ring (a Broadcast root disagreement) fail every rank's
+//    next AllReduce on the board, as a ring call would.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -114,7 +117,7 @@ TEST(BoardOff, ByChorusBoardOrNcclShmDisableOrTwoRanks) {
   }
 }
 
-enum class Mismatch { kCountAcrossLimit, kAllGather, kOp };
+enum class Mismatch { kCountAcrossLimit, kAllGather, kOp, kBroadcastRootOnOneRank };
 
 // Rank `rank`'s call: the last rank differs.
 ncclResult_t mismatchedCall(Mismatch m, int rank, int nranks, ncclComm_t comm, std::vector<float>& a,
@@ -129,6 +132,9 @@ ncclResult_t mismatchedCall(Mismatch m, int rank, int nranks, ncclComm_t comm, s
                  : ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, nullptr);
     case Mismatch::kOp:
       return ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, odd ? ncclMax : ncclSum, comm, nullptr);
+    case Mismatch::kBroadcastRootOnOneRank:  // the last rank calls itself the root: it and the rank
+      // before it only send, and their steps stay unreceived (the calls themselves may succeed)
+      return ncclBroadcast(a.data(), b.data(), 16, ncclFloat32, odd ? nranks - 1 : 0, comm, nullptr);
   }
   return ncclInternalError;
 }
@@ -141,8 +147,11 @@ TEST_P(BoardMismatchTest, EveryRankFailsAndStaysFailed) {
   env.set("CHORUS_TIMEOUT", "120");  // past the launcher's limit: only the call check may end a wait
   forceLink(env, Link::kShm);
   TuningLogCapture log(env, "INIT");
+  // 4 ranks: with the root disagreement only the links into the last rank and into rank 0
+  // hold steps left behind, and ranks 1 and 2 must still fail in the AllReduce after it.
+  const int ranks = m == Mismatch::kBroadcastRootOnOneRank ? 4 : 3;
   EXPECT_RANKS_OK(runRanksWithId(
-      LaunchMode::kProcesses, 3,
+      LaunchMode::kProcesses, ranks,
       [m](int rank, int nranks, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
         if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init failed");
@@ -155,7 +164,8 @@ TEST_P(BoardMismatchTest, EveryRankFailsAndStaysFailed) {
         const ncclResult_t first = mismatchedCall(m, rank, nranks, comm, a, b);
         const ncclResult_t next = ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, nullptr);
         ncclCommAbort(comm);
-        if (first == ncclSuccess) return RankOutcome::fail("the mismatched call returned ncclSuccess");
+        if (first == ncclSuccess && m != Mismatch::kBroadcastRootOnOneRank)
+          return RankOutcome::fail("the mismatched call returned ncclSuccess");
         if (next == ncclSuccess) return RankOutcome::fail("the matched call after the mismatch returned ncclSuccess");
         return RankOutcome::pass();
       },
@@ -163,17 +173,43 @@ TEST_P(BoardMismatchTest, EveryRankFailsAndStaysFailed) {
   bool named = false;
   for (const std::string& line : log.lines()) named = named || line.find("calls do not match") != std::string::npos;
   EXPECT_TRUE(named) << "no WARN says the calls do not match";
-  EXPECT_EQ(boardLines(log), 3);
+  EXPECT_EQ(boardLines(log), ranks);
 }
 
 std::string mismatchName(const testing::TestParamInfo<Mismatch>& info) {
-  static const char* const kNames[] = {"CountAcrossLimit", "AllGather", "Op"};
+  static const char* const kNames[] = {"CountAcrossLimit", "AllGather", "Op", "BroadcastRootOnOneRank"};
   return kNames[static_cast<int>(info.param)];
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, BoardMismatchTest,
-                         testing::Values(Mismatch::kCountAcrossLimit, Mismatch::kAllGather, Mismatch::kOp),
+                         testing::Values(Mismatch::kCountAcrossLimit, Mismatch::kAllGather, Mismatch::kOp,
+                                         Mismatch::kBroadcastRootOnOneRank),
                          mismatchName);
+
+// One thread driving every rank (ncclCommInitAll and one group): when one rank's call fails
+// (it ran on the ring and found the conflict), its lane marks the board broken at once, so
+// the ranks waiting for its value on the board end now, not at CHORUS_TIMEOUT, which is set
+// past the launcher's limit.
+TEST(BoardOneThread, AFailedRankEndsTheOthersWaitsOnTheBoard) {
+  ScopedEnv env;
+  env.set("CHORUS_TIMEOUT", "120");
+  EXPECT_RANKS_OK(runAllRanksOneThread(
+      3,
+      [](std::span<const ncclComm_t> comms) {
+        const int n = static_cast<int>(comms.size());
+        std::vector<std::vector<float>> bufs(n, std::vector<float>(2 * kBoardFloats, 1.0f));
+        ncclGroupStart();
+        for (int r = 0; r < n; ++r) {
+          const size_t count = r == n - 1 ? 2 * kBoardFloats : 16;  // the last rank's call runs on the ring
+          ncclAllReduce(bufs[r].data(), bufs[r].data(), count, ncclFloat32, ncclSum, comms[r], nullptr);
+        }
+        const ncclResult_t end = ncclGroupEnd();
+        std::vector<RankOutcome> out(n, RankOutcome::pass());
+        if (end == ncclSuccess) out[0] = RankOutcome::fail("the group of mismatched calls returned ncclSuccess");
+        return out;  // the launcher destroys the failed communicators
+      },
+      std::chrono::seconds(60)));
+}
 
 }  // namespace
 }  // namespace chorus_test
