@@ -72,7 +72,10 @@ concept BoardRunner = Exec::kTeamOfOne && requires(const uint64_t* word) {
 // block's `sizes[]`, a proxied FIFO's field; a block is never proxied); once every value is
 // here, every rank compares every link alike, so all of them fail in this call where one
 // link left steps behind. Slot by slot like the values: a rank may publish call s + 1, with
-// more steps since, while another still reads call s.
+// more steps since, while another still reads call s. Channel 0's connections only: its
+// lane runs this call in order with the calls before it, where the other channels' lanes
+// may be anywhere in the group's other calls meanwhile (their counts differ from rank to
+// rank); a step left on another channel fails the next call that uses that channel.
 // Exec also needs staleRingSteps(sender, receiver, sent, received, call): records
 // ncclInvalidUsage with a WARN naming the link.
 template <typename Exec, typename Prims, typename T, typename Op>

@@ -117,7 +117,7 @@ TEST(BoardOff, ByChorusBoardOrNcclShmDisableOrTwoRanks) {
   }
 }
 
-enum class Mismatch { kCountAcrossLimit, kAllGather, kOp, kBroadcastRootOnOneRank };
+enum class Mismatch { kCountAcrossLimit, kAllGather, kOp, kBroadcastRootOnOneRank, kBroadcastRootOnTwoChannels };
 
 // Rank `rank`'s call: the last rank differs.
 ncclResult_t mismatchedCall(Mismatch m, int rank, int nranks, ncclComm_t comm, std::vector<float>& a,
@@ -135,6 +135,8 @@ ncclResult_t mismatchedCall(Mismatch m, int rank, int nranks, ncclComm_t comm, s
     case Mismatch::kBroadcastRootOnOneRank:  // the last rank calls itself the root: it and the rank
       // before it only send, and their steps stay unreceived (the calls themselves may succeed)
       return ncclBroadcast(a.data(), b.data(), 16, ncclFloat32, odd ? nranks - 1 : 0, comm, nullptr);
+    case Mismatch::kBroadcastRootOnTwoChannels:  // the same, on both channels of the communicator
+      return ncclBroadcast(a.data(), b.data(), 4 * kBoardFloats, ncclFloat32, odd ? nranks - 1 : 0, comm, nullptr);
   }
   return ncclInternalError;
 }
@@ -149,10 +151,12 @@ TEST_P(BoardMismatchTest, EveryRankFailsAndStaysFailed) {
   TuningLogCapture log(env, "INIT");
   // 4 ranks: with the root disagreement only the links into the last rank and into rank 0
   // hold steps left behind, and ranks 1 and 2 must still fail in the AllReduce after it.
-  const int ranks = m == Mismatch::kBroadcastRootOnOneRank ? 4 : 3;
+  const bool roots = m == Mismatch::kBroadcastRootOnOneRank || m == Mismatch::kBroadcastRootOnTwoChannels;
+  const int ranks = roots ? 4 : 3;
+  if (m == Mismatch::kBroadcastRootOnTwoChannels) env.set("NCCL_MIN_NCHANNELS", "2");
   EXPECT_RANKS_OK(runRanksWithId(
       LaunchMode::kProcesses, ranks,
-      [m](int rank, int nranks, const ncclUniqueId& id) {
+      [m, roots](int rank, int nranks, const ncclUniqueId& id) {
         ncclComm_t comm = nullptr;
         if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return RankOutcome::fail("init failed");
         std::vector<float> a(4 * kBoardFloats, 1.0f), b(4 * nranks * kBoardFloats, 0.0f);
@@ -164,8 +168,7 @@ TEST_P(BoardMismatchTest, EveryRankFailsAndStaysFailed) {
         const ncclResult_t first = mismatchedCall(m, rank, nranks, comm, a, b);
         const ncclResult_t next = ncclAllReduce(a.data(), b.data(), 16, ncclFloat32, ncclSum, comm, nullptr);
         ncclCommAbort(comm);
-        if (first == ncclSuccess && m != Mismatch::kBroadcastRootOnOneRank)
-          return RankOutcome::fail("the mismatched call returned ncclSuccess");
+        if (first == ncclSuccess && !roots) return RankOutcome::fail("the mismatched call returned ncclSuccess");
         if (next == ncclSuccess) return RankOutcome::fail("the matched call after the mismatch returned ncclSuccess");
         return RankOutcome::pass();
       },
@@ -177,13 +180,14 @@ TEST_P(BoardMismatchTest, EveryRankFailsAndStaysFailed) {
 }
 
 std::string mismatchName(const testing::TestParamInfo<Mismatch>& info) {
-  static const char* const kNames[] = {"CountAcrossLimit", "AllGather", "Op", "BroadcastRootOnOneRank"};
+  static const char* const kNames[] = {"CountAcrossLimit", "AllGather", "Op", "BroadcastRootOnOneRank",
+                                       "BroadcastRootOnTwoChannels"};
   return kNames[static_cast<int>(info.param)];
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, BoardMismatchTest,
                          testing::Values(Mismatch::kCountAcrossLimit, Mismatch::kAllGather, Mismatch::kOp,
-                                         Mismatch::kBroadcastRootOnOneRank),
+                                         Mismatch::kBroadcastRootOnOneRank, Mismatch::kBroadcastRootOnTwoChannels),
                          mismatchName);
 
 // One thread driving every rank (ncclCommInitAll and one group): when one rank's call fails
