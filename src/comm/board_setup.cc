@@ -50,7 +50,8 @@ ncclResult_t joinBoard(ncclComm* comm) {
     attachBoardBlock(segment, comm->peers[comm->rank], comm->peers[r], &c.end, &c.resource);
     c.transport = &shmTransport();
   }
-  INFO(kSubsysInit | kSubsysShm, "rank %d: AllReduce calls of up to %zu bytes run on the board (CHORUS_BOARD)",
+  INFO(kSubsysInit | kSubsysShm,
+       "rank %d: AllReduce calls of up to %zu bytes run on the board where the tuner prices it lower (CHORUS_BOARD)",
        comm->rank, kBoardSlotBytes);
   return ncclSuccess;
 }
