@@ -209,21 +209,24 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather(std::vector<std::vector<
 
 namespace {
 
-// all_gather_into_tensor's checks and call: `output` holds world size x `input`.
-void checkGatherInto(const at::Tensor& output, const at::Tensor& input, int ranks, const char* op) {
+// The checks of a call one of whose tensors holds world size x the other: all_gather_into_tensor's
+// output (`outputWhole`), reduce_scatter_tensor's input.
+void checkWorldSized(const at::Tensor& output, const at::Tensor& input, bool outputWhole, int ranks, const char* op) {
   checkTensor(input, op);
   checkTensor(output, op);
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: ", op, ": output dtype ", output.scalar_type(),
               " differs from input dtype ", input.scalar_type());
-  TORCH_CHECK(output.numel() == input.numel() * ranks, "chorus: ", op, ": output has ", output.numel(),
-              " elements, expected world size ", ranks, " x ", input.numel());
+  const at::Tensor& whole = outputWhole ? output : input;
+  const at::Tensor& part = outputWhole ? input : output;
+  TORCH_CHECK(whole.numel() == part.numel() * ranks, "chorus: ", op, ": ", outputWhole ? "output" : "input", " has ",
+              whole.numel(), " elements, expected world size ", ranks, " x ", part.numel());
 }
 
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
-  checkGatherInto(output, input, size_, "_allgather_base");
+  checkWorldSized(output, input, true, size_, "_allgather_base");
   const at::Tensor in = input.contiguous();
   const Staged out = stage(output, Staged::Use::Write);
   Call call{[in, flat = out.buffer](ncclComm_t comm) {
@@ -240,7 +243,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allgather_into_tensor_coalesced(st
               "chorus: allgather_into_tensor_coalesced: ", inputs.size(), " inputs and ", outputs.size(), " outputs");
   std::vector<Call> calls;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkGatherInto(outputs[i], inputs[i], size_, "allgather_into_tensor_coalesced");
+    checkWorldSized(outputs[i], inputs[i], true, size_, "allgather_into_tensor_coalesced");
     const at::Tensor in = inputs[i].contiguous();
     const Staged out = stage(outputs[i], Staged::Use::Write);
     calls.push_back(Call{[in, flat = out.buffer](ncclComm_t comm) {
@@ -354,22 +357,9 @@ std::vector<ChorusBackend::Call> ChorusBackend::reduceScatterCalls(const char* o
   return {Call{issue, afterAll}};
 }
 
-namespace {
-
-void checkScatterFrom(const at::Tensor& output, const at::Tensor& input, int ranks, const char* op) {
-  checkTensor(input, op);
-  checkTensor(output, op);
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "chorus: ", op, ": output dtype ", output.scalar_type(),
-              " differs from input dtype ", input.scalar_type());
-  TORCH_CHECK(input.numel() == output.numel() * ranks, "chorus: ", op, ": input has ", input.numel(),
-              " elements, expected world size ", ranks, " x ", output.numel());
-}
-
-}  // namespace
-
 c10::intrusive_ptr<c10d::Work> ChorusBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                    const c10d::ReduceScatterOptions& opts) {
-  checkScatterFrom(output, input, size_, "_reduce_scatter_base");
+  checkWorldSized(output, input, false, size_, "_reduce_scatter_base");
   return collective("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, {input}, {output},
                     reduceScatterCalls("_reduce_scatter_base", output, input, opts.reduceOp), opts.timeout);
 }
@@ -382,7 +372,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::reduce_scatter_tensor_coalesced(st
               outputs.size(), " outputs");
   std::vector<Call> calls;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    checkScatterFrom(outputs[i], inputs[i], size_, op);
+    checkWorldSized(outputs[i], inputs[i], false, size_, op);
     for (Call& call : reduceScatterCalls(op, outputs[i], inputs[i], opts.reduceOp)) calls.push_back(std::move(call));
   }
   return collective(op, c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, inputs, outputs, std::move(calls), opts.timeout);
