@@ -231,19 +231,25 @@ bool Tuner::algoValid(CollKind coll, Algorithm algo) const {
 
 double Tuner::estimateUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels) const {
   const double programs = modelUs(coll, bytes, algo, proto, maxChannels, false);
-  const bool boardable = coll == CollKind::AllReduce && topo_.nranks > 2 && goesOnBoard(topo_.board, algo, bytes);
-  return boardable ? std::min(programs, modelUs(coll, bytes, algo, proto, maxChannels, true)) : programs;
+  return boardTakes(coll, algo, bytes) ? std::min(programs, modelUs(coll, bytes, algo, proto, maxChannels, true))
+                                       : programs;
 }
 
 bool Tuner::onBoard(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels) const {
-  if (coll != CollKind::AllReduce || topo_.nranks < 3 || !goesOnBoard(topo_.board, algo, bytes)) return false;
+  if (!boardTakes(coll, algo, bytes)) return false;
   LastBoard& last = lastBoard_;  // every small call asks: loops repeat sizes
-  if (last.bytes != bytes || last.algo != algo || last.proto != proto || last.maxChannels != maxChannels) {
-    const bool cheaper =
-        modelUs(coll, bytes, algo, proto, maxChannels, true) <= modelUs(coll, bytes, algo, proto, maxChannels, false);
-    last = LastBoard{bytes, algo, proto, maxChannels, cheaper};
-  }
+  if (last.bytes != bytes || last.algo != algo || last.proto != proto || last.maxChannels != maxChannels)
+    last = LastBoard{bytes, algo, proto, maxChannels, boardPricedLower(coll, bytes, algo, proto, maxChannels)};
   return last.onBoard;
+}
+
+bool Tuner::boardTakes(CollKind coll, Algorithm algo, size_t bytes) const {
+  return coll == CollKind::AllReduce && topo_.nranks > 2 && goesOnBoard(topo_.board, algo, bytes);
+}
+
+bool Tuner::boardPricedLower(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels) const {
+  if (!boardTakes(coll, algo, bytes)) return false;
+  return modelUs(coll, bytes, algo, proto, maxChannels, true) <= modelUs(coll, bytes, algo, proto, maxChannels, false);
 }
 
 double Tuner::modelUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels, bool board) const {
@@ -296,14 +302,21 @@ TuneChoice Tuner::cheapest(CollKind coll, size_t bytes, const CallTuning& call) 
 TuneChoice Tuner::choose(CollKind coll, size_t bytes, const CallTuning& call) const {
   LastChoice& last = lastChoice_[static_cast<int>(coll)];
   if (last.bytes != bytes || last.call != call) last = {bytes, call, cheapest(coll, bytes, call)};
-  TuneChoice choice = last.choice;
+  return finishChoice(coll, bytes, call, last.choice);
+}
+
+TuneChoice Tuner::estimateChoice(CollKind coll, size_t bytes, const CallTuning& call) const {
+  return finishChoice(coll, bytes, call, cheapest(coll, bytes, call));
+}
+
+TuneChoice Tuner::finishChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& own) const {
+  TuneChoice choice = own;
   const bool consulted = plugin_ != nullptr && coll != CollKind::SendRecv;
   const std::optional<TuneChoice> picked = consulted ? pluginChoice(coll, bytes, call, choice) : std::nullopt;
   if (picked) choice = *picked;
   if (logEnabled(LogLevel::Info, kSubsysTuning)) {
     std::string note;
-    const bool kept = picked && picked->algo == last.choice.algo && picked->proto == last.choice.proto &&
-                      picked->timeUs == last.choice.timeUs;
+    const bool kept = picked && picked->algo == own.algo && picked->proto == own.proto && picked->timeUs == own.timeUs;
     if (picked) note = (kept ? " kept by tuner " : " chosen by tuner ") + plugin_->name();
     if (picked && picked->maxChannels > 0) note += ", nChannels " + std::to_string(picked->maxChannels);
     if (consulted && !picked) note = " (tuner " + plugin_->name() + " not followed)";
@@ -331,7 +344,7 @@ void Tuner::logChoice(CollKind coll, size_t bytes, const CallTuning& call, const
       estimates += item;
     }
   }
-  const bool board = onBoard(coll, bytes, choice.algo, choice.proto, call.maxChannels);
+  const bool board = boardPricedLower(coll, bytes, choice.algo, choice.proto, call.maxChannels);
   INFO(kSubsysTuning, "%s: %zu Bytes -> Algo %s proto %s time %.2f us (%s)%s%s", collName(coll), bytes,
        algorithmName(choice.algo), protocolName(choice.proto), choice.timeUs, estimates.c_str(),
        board ? " on the board" : "", note.c_str());
@@ -339,7 +352,7 @@ void Tuner::logChoice(CollKind coll, size_t bytes, const CallTuning& call, const
 
 float simulateGroupTimeUs(const Tuner& tuner, std::span<const TuneRequest> calls) {
   double total = 0;
-  for (const TuneRequest& call : calls) total += tuner.choose(call.coll, call.bytes, call.call).timeUs;
+  for (const TuneRequest& call : calls) total += tuner.estimateChoice(call.coll, call.bytes, call.call).timeUs;
   return static_cast<float>(total);
 }
 

@@ -163,6 +163,10 @@ class Tuner {
   // then Ring over Tree. Always a pair that can run the collective. With a plugin, the
   // plugin's pick (see above). With NCCL_DEBUG_SUBSYS=TUNING, one INFO line.
   TuneChoice choose(CollKind coll, size_t bytes, const CallTuning& call = {}) const;
+  // The choice choose() makes, without its cache, so a thread other than
+  // the one planning the communicator's calls may ask (ncclGroupSimulateEnd beside a
+  // non-blocking communicator's worker).
+  TuneChoice estimateChoice(CollKind coll, size_t bytes, const CallTuning& call = {}) const;
 
   // The algorithms choose() considers for one call: the communicator's candidates the
   // call allows, or all of them where it allows none.
@@ -188,6 +192,12 @@ class Tuner {
 
  private:
   TuneChoice cheapest(CollKind coll, size_t bytes, const CallTuning& call) const;
+  // Whether the board can take the call at all (board.h), whatever the model says.
+  bool boardTakes(CollKind coll, Algorithm algo, size_t bytes) const;
+  // onBoard's answer, uncached.
+  bool boardPricedLower(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels) const;
+  // `own` (Chorus' cheapest pair) after the plugin's say, with the TUNING line.
+  TuneChoice finishChoice(CollKind coll, size_t bytes, const CallTuning& call, const TuneChoice& own) const;
   // The model's microseconds for one call, on the board or through the algorithm's programs.
   double modelUs(CollKind coll, size_t bytes, Algorithm algo, Protocol proto, int maxChannels, bool board) const;
   // The plugin's pick for one call (`own` where it left Chorus' estimates as they were), or
@@ -203,7 +213,8 @@ class Tuner {
   uint32_t protoMask_ = 0;
   uint32_t candidateAlgos_[kNumCollKinds] = {};
   // The latest choice per collective: loops repeat sizes, and estimating every pair costs
-  // a fair part of a small call. (A communicator is used by one thread at a time.)
+  // a fair part of a small call. Only the thread planning the communicator's calls touches
+  // these caches (choose, onBoard); estimateChoice leaves them alone.
   static constexpr size_t kNoBytes = SIZE_MAX;
   struct LastChoice {
     size_t bytes = kNoBytes;
