@@ -45,7 +45,7 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
 # What ctest runs (about 2 minutes at 2 ranks): one test of each kind of call.
 PART = ["test_all_reduce_sum", "test_all_reduce_coalesced_sum", "test_broadcast", "test_all_gather_coalesced_simple",
         "test_scatter", "test_send_recv_with_tag", "test_batch_isend_irecv_gloo", "test_monitored_barrier_gloo",
-        "test_isend_torch_profiler", "test_DistributedDataParallelCPU"]
+        "test_isend_torch_profiler", "test_DistributedDataParallelCPU", "test_sparse_all_reduce_sum"]
 
 if __name__ == "__main__":
     if "--part" in sys.argv:

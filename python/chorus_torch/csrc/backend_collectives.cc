@@ -144,16 +144,12 @@ std::vector<ChorusBackend::Call> ChorusBackend::reductionCalls(const char* op, c
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
+  // PyTorch hands sparse CPU tensors to allreduce (backend_sparse.cc).
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].layout() == at::kSparse)
+    return allreduce_sparse(tensors, opts);
   const at::Tensor& tensor = singleTensor(tensors, "allreduce");
   return collective("allreduce", c10d::OpType::ALLREDUCE, {tensor}, {tensor},
                     reductionCalls("allreduce", tensor, opts.reduceOp, -1), opts.timeout);
-}
-
-c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_sparse(std::vector<at::Tensor>&,
-                                                               const c10d::AllreduceOptions&) {
-  TORCH_CHECK(false,
-              "chorus: allreduce_sparse: sparse tensors are not supported; NCCL moves dense buffers: pass "
-              "tensor.to_dense(), or use gloo for sparse all_reduce");
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,

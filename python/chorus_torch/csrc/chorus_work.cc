@@ -18,6 +18,9 @@ const char* profilingTitle(const std::string& prefix, c10d::OpType type) {
     case c10d::OpType::ALLREDUCE_COALESCED:
       op = "all_reduce";
       break;  // as gloo names it
+    case c10d::OpType::_ALLREDUCE_SPARSE:
+      op = "sparse_all_reduce";
+      break;  // as gloo names it
     case c10d::OpType::REDUCE:
       op = "reduce";
       break;

@@ -4,9 +4,8 @@ namespace chorus_torch {
 
 void checkTensor(const at::Tensor& tensor, const char* what) {
   TORCH_CHECK(tensor.defined(), "chorus: ", what, ": undefined tensor");
-  TORCH_CHECK(tensor.layout() == at::kStrided, "chorus: ", what, ": sparse tensors are not supported (layout ",
-              tensor.layout(), "); NCCL moves dense buffers: pass tensor.to_dense(), or use gloo for sparse ",
-              "all_reduce");
+  TORCH_CHECK(tensor.layout() == at::kStrided, "chorus: ", what, ": sparse tensors are not supported here (layout ",
+              tensor.layout(), "; all_reduce takes sparse COO tensors with ReduceOp.SUM): pass tensor.to_dense()");
   TORCH_CHECK(tensor.device().is_cpu(), "chorus: ", what, ": tensors must be on the CPU (got ", tensor.device(),
               "); the chorus backend serves CPU tensors (for CUDA tensors use backend \"nccl\" with Chorus' ",
               "libnccl.so.2)");

@@ -13,7 +13,7 @@
 namespace chorus_torch {
 
 // A tensor a call takes: a dense (strided) CPU tensor. Raises (c10::Error) naming `what`
-// otherwise: sparse and CUDA tensors are refused with what to do instead.
+// otherwise: sparse (but see allreduce_sparse) and CUDA tensors are refused with what to do instead.
 void checkTensor(const at::Tensor& tensor, const char* what);
 
 // A tensor as NCCL sees it: the user's tensor itself when it is contiguous, else a
