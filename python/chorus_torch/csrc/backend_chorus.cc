@@ -4,6 +4,7 @@
 #include <cstring>
 #include <future>
 #include <sstream>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "chorus.h"
 #include "tensor_types.h"
@@ -100,6 +101,30 @@ ChorusBackend::ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, ncclC
 
 ChorusBackend::~ChorusBackend() { close(); }
 
+c10::intrusive_ptr<ChorusOptions> ChorusBackend::childOptions(
+    const c10::intrusive_ptr<c10d::Backend::Options>& opts) const {
+  if (auto options = c10::dynamic_intrusive_pointer_cast<Options>(opts)) return options;
+  if (!opts) return c10::make_intrusive<Options>(options_->timeout);
+  // Another backend's options: keep what they say that applies here.
+  auto options = c10::make_intrusive<Options>(opts->timeout);
+  options->group_name = opts->group_name;
+  options->group_desc = opts->group_desc;
+  options->global_ranks_in_group = opts->global_ranks_in_group;
+  return options;
+}
+
+// The communicator a split or shrink made (non-blocking), once ready; "" or why not (then
+// it is aborted).
+std::string ChorusBackend::awaitChild(ncclComm_t child, std::chrono::milliseconds timeout) {
+  if (child == nullptr) return "";
+  ncclResult_t ready = ncclInProgress;
+  withoutGil([&] { ready = CollectiveQueue::awaitComm(child, Clock::now() + timeout); });
+  if (ready == ncclSuccess) return "";
+  ncclCommAbort(child);
+  return "the new communicator did not get ready: " +
+         (ready == ncclInProgress ? std::string("timed out") : describeResult(ready));
+}
+
 c10::intrusive_ptr<c10d::Backend> ChorusBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
                                                        const std::vector<int>& ranks,
                                                        const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
@@ -110,45 +135,82 @@ c10::intrusive_ptr<c10d::Backend> ChorusBackend::split(const c10::intrusive_ptr<
   const bool member = mine != ranks.end();
   const int color = member ? *std::min_element(ranks.begin(), ranks.end()) : NCCL_SPLIT_NOCOLOR;
   const int key = member ? static_cast<int>(mine - ranks.begin()) : 0;
-  auto options = c10::dynamic_intrusive_pointer_cast<Options>(opts);
-  if (!options) {  // another backend's options: keep what they say that applies here
-    options = c10::make_intrusive<Options>(opts ? opts->timeout : options_->timeout);
-    if (opts) {
-      options->group_name = opts->group_name;
-      options->group_desc = opts->group_desc;
-      options->global_ranks_in_group = opts->global_ranks_in_group;
-    }
-  }
+  auto options = childOptions(opts);
   // Issued on this group's queue, so it is ordered with the collectives queued before it;
   // the job ends when the parent has settled, which includes the child's set-up.
   auto child = std::make_shared<ncclComm_t>(nullptr);
-  auto done = std::make_shared<std::promise<std::string>>();
-  std::future<std::string> outcome = done->get_future();
-  queue_->push(
-      "split",
-      [child, color, key](ncclComm_t parent) {
-        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-        config.blocking = 0;
-        return ncclCommSplit(parent, color, key, child.get(), &config);
-      },
-      [done](ncclResult_t result, const std::string& message) {
-        done->set_value(result == ncclSuccess ? std::string() : message);
-      },
-      options->timeout);
-  std::string failure;
-  withoutGil([&] { failure = outcome.get(); });
-  if (failure.empty() && *child != nullptr) {
-    const ncclResult_t ready = CollectiveQueue::awaitComm(*child, Clock::now() + options->timeout);
-    if (ready != ncclSuccess) {
-      ncclCommAbort(*child);
-      failure = "the new communicator did not get ready: " +
-                (ready == ncclInProgress ? std::string("timed out") : describeResult(ready));
-    }
-  }
+  std::string failure = onQueue("split", options->timeout, [child, color, key](ncclComm_t parent) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    return ncclCommSplit(parent, color, key, child.get(), &config);
+  });
+  if (failure.empty()) failure = awaitChild(*child, options->timeout);
   TORCH_CHECK(failure.empty(), "chorus: split: ", failure);
   if (!member) return nullptr;
   TORCH_CHECK(*child != nullptr, "chorus: split: ncclCommSplit gave rank ", rank_, " no communicator");
   return c10::make_intrusive<ChorusBackend>(store, *child, key, static_cast<int>(ranks.size()), options, name_);
+}
+
+c10::intrusive_ptr<c10d::Backend> ChorusBackend::shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                                        const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  checkOpen("shrink");
+  TORCH_CHECK(shrinkFlags == NCCL_SHRINK_DEFAULT || shrinkFlags == NCCL_SHRINK_ABORT, "chorus: shrink: flags ",
+              shrinkFlags, " are neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
+  // Checked before anything stops (ncclCommShrink checks the list too: duplicates, count).
+  for (int64_t r : ranksToExclude) {
+    TORCH_CHECK(r >= 0 && r < size_ && r != rank_, "chorus: shrink: rank ", r,
+                r == rank_ ? " is this rank (excluded ranks do not call shrink)" : " is not in the group");
+  }
+  auto excluded = std::make_shared<std::vector<int>>(ranksToExclude.begin(), ranksToExclude.end());
+  auto options = childOptions(opts);
+  auto child = std::make_shared<ncclComm_t>(nullptr);
+  auto shrinkWith = [child, excluded, shrinkFlags](ncclComm_t parent) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    return ncclCommShrink(parent, excluded->data(), static_cast<int>(excluded->size()), child.get(), &config,
+                          shrinkFlags);
+  };
+  std::string failure;
+  if (shrinkFlags == NCCL_SHRINK_DEFAULT) {
+    // Ordered with the collectives queued before it, as a split.
+    failure = onQueue("shrink", options->timeout, shrinkWith);
+  } else {
+    // Past work that may never end (a dead or silent rank): the queue stops issuing and
+    // fails what it runs, and the shrink stops that work and revokes the communicator.
+    const std::string why = "the group was shrunk with SHRINK_ABORT (shrink_group)";
+    queue_->revoke(why);
+    peers_->abort(why);
+    ncclResult_t result = ncclInProgress;
+    withoutGil([&] { result = shrinkWith(queue_->comm()); });
+    if (result != ncclSuccess && result != ncclInProgress) failure = "ncclCommShrink failed: " + describeResult(result);
+  }
+  if (failure.empty()) failure = awaitChild(*child, options->timeout);
+  TORCH_CHECK(failure.empty(), "chorus: shrink: ", failure,
+              shrinkFlags == NCCL_SHRINK_DEFAULT ? " (past a failed rank, shrink with SHRINK_ABORT)" : "");
+  TORCH_CHECK(*child != nullptr, "chorus: shrink: ncclCommShrink gave rank ", rank_, " no communicator");
+  int rank = 0;
+  int size = 0;
+  TORCH_CHECK(ncclCommUserRank(*child, &rank) == ncclSuccess && ncclCommCount(*child, &size) == ncclSuccess,
+              "chorus: shrink: the new communicator does not say its rank and size");
+  // The new group's keys (its sends' unique ids) apart from this group's: the surviving
+  // ranks shrink this group in the same order, so they count alike.
+  auto store = c10::make_intrusive<c10d::PrefixStore>("chorus/shrink/" + std::to_string(shrinks_++), store_);
+  return c10::make_intrusive<ChorusBackend>(store, *child, rank, size, options, name_);
+}
+
+// Runs `issue` as a job of this group's queue and waits for it (without the GIL): "" or why it failed.
+std::string ChorusBackend::onQueue(const char* op, std::chrono::milliseconds timeout, CollectiveQueue::Issue issue) {
+  auto done = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> outcome = done->get_future();
+  queue_->push(
+      op, std::move(issue),
+      [done](ncclResult_t result, const std::string& message) {
+        done->set_value(result == ncclSuccess ? std::string() : message);
+      },
+      timeout);
+  std::string failure;
+  withoutGil([&] { failure = outcome.get(); });
+  return failure;
 }
 
 void ChorusBackend::close() {

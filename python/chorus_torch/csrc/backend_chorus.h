@@ -111,6 +111,14 @@ class ChorusBackend final : public c10d::Backend {
   bool supportsSplitting() const override { return true; }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  // shrink_group: the ranks that stay call it, in the same order as their collectives.
+  // SHRINK_DEFAULT: ncclCommShrink issued on this group's queue, ordered with its
+  // collectives. SHRINK_ABORT (past a dead or silent rank): the queue stops, the work in
+  // flight fails, and ncclCommShrink with NCCL_SHRINK_ABORT runs on the caller's thread.
+  // This group can then only be destroyed (PyTorch does).
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+                                           const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   void setTimeout(std::chrono::milliseconds timeout) override;
   void abort() override;     // pending and later calls fail; the communicators are aborted
   void shutdown() override;  // runs what is queued, destroys the communicators; later calls raise
@@ -155,6 +163,11 @@ class ChorusBackend final : public c10d::Backend {
   // gather's and scatter's list: worldList at the root; elsewhere there is none.
   std::vector<at::Tensor> rootBlocks(const std::vector<std::vector<at::Tensor>>& lists, int root,
                                      const at::Tensor& sample, const char* op) const;
+  // A split's or shrink's options: `opts` where they are chorus', else this group's with
+  // what another backend's say.
+  c10::intrusive_ptr<Options> childOptions(const c10::intrusive_ptr<c10d::Backend::Options>& opts) const;
+  static std::string awaitChild(ncclComm_t child, std::chrono::milliseconds timeout);
+  std::string onQueue(const char* op, std::chrono::milliseconds timeout, CollectiveQueue::Issue issue);
   void checkOpen(const char* op) const;
   void close();
 
@@ -164,6 +177,7 @@ class ChorusBackend final : public c10d::Backend {
   std::atomic<uint64_t> sequence_{0};
   std::atomic<uint64_t> p2pSequence_{0};
   uint64_t monitoredBarriers_ = 0;
+  uint64_t shrinks_ = 0;  // names each shrunk group's store prefix
   std::mutex coalescingMutex_;
   std::unique_ptr<Coalesced> coalescing_;  // set between startCoalescing and endCoalescing
   std::atomic<bool> closed_{false};

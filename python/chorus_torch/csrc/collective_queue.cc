@@ -44,7 +44,7 @@ ncclResult_t CollectiveQueue::awaitComm(ncclComm_t comm, Clock::time_point deadl
 }
 
 CollectiveQueue::CollectiveQueue(ncclComm_t comm, std::chrono::milliseconds timeout)
-    : comm_(comm), timeoutMs_(timeout.count()), thread_([this] { loop({}); }) {}
+    : given_(comm), comm_(comm), timeoutMs_(timeout.count()), thread_([this] { loop({}); }) {}
 
 CollectiveQueue::CollectiveQueue(Connect connect, std::chrono::milliseconds timeout)
     : timeoutMs_(timeout.count()), thread_([this, connect = std::move(connect)] { loop(connect); }) {}
@@ -56,7 +56,11 @@ CollectiveQueue::~CollectiveQueue() {
   }
   wake_.notify_all();
   thread_.join();
-  if (comm_ == nullptr || !failure_.empty()) return;  // never joined, or fail() aborted it
+  if (comm_ == nullptr) return;  // never joined
+  if (!failure_.empty() || revoked_.load()) {
+    ncclCommAbort(comm_);  // fail() revoked it, or a shrink did
+    return;
+  }
   if (ncclCommFinalize(comm_) == ncclInProgress) {
     awaitComm(comm_, Clock::now() + std::chrono::milliseconds(timeoutMs_.load()), [this] { return aborted(); });
   }
@@ -88,6 +92,13 @@ void CollectiveQueue::abort(const std::string& why) {
     abortRequested_.store(true);
   }
   wake_.notify_all();
+}
+
+void CollectiveQueue::revoke(const std::string& why) {
+  std::lock_guard<std::mutex> lock(issueMutex_);
+  if (revoked_.load()) return;
+  revokeReason_ = why;
+  revoked_.store(true);
 }
 
 void CollectiveQueue::loop(Connect connect) {
@@ -125,12 +136,30 @@ void CollectiveQueue::run(Job& job) {
     message = job.op + ": the communicator failed earlier: " + failure_;
   } else {
     const auto timeout = job.timeout.count() > 0 ? job.timeout : std::chrono::milliseconds(timeoutMs_.load());
-    result = job.issue(comm_);
-    if (result != ncclSuccess && result != ncclInProgress) {
+    std::string revokedFor;  // a shrink's revoke: nothing more is issued
+    {
+      std::lock_guard<std::mutex> lock(issueMutex_);
+      if (revoked_.load()) {
+        revokedFor = revokeReason_;
+      } else {
+        result = job.issue(comm_);
+      }
+    }
+    if (!revokedFor.empty()) {
+      failure_ = revokedFor;
+      message = job.op + ": " + revokedFor;
+    } else if (result != ncclSuccess && result != ncclInProgress) {
       message = job.op + " failed: " + describeResult(result);
     } else {
-      result = awaitComm(comm_, Clock::now() + timeout, [this] { return aborted(); });
-      if (result == ncclInProgress) {
+      result = awaitComm(comm_, Clock::now() + timeout, [this] { return aborted() || revoked_.load(); });
+      if (revoked_.load()) {
+        // Revoked while the job ran: a revoke resets the communicator's state to success, so
+        // whatever it says now, the job may not have finished.
+        std::lock_guard<std::mutex> lock(issueMutex_);
+        result = ncclInvalidUsage;
+        failure_ = revokeReason_;
+        message = job.op + " was stopped: " + revokeReason_;
+      } else if (result == ncclInProgress) {
         result = ncclSystemError;
         if (aborted()) {
           std::lock_guard<std::mutex> lock(mutex_);
@@ -158,9 +187,13 @@ void CollectiveQueue::run(Job& job) {
   job.finish(result, message);
 }
 
+// Revoked rather than aborted: the peers' waits end as with an abort, and the communicator
+// stays for a shrink with NCCL_SHRINK_ABORT (shrink_group past a failed rank); the
+// destructor aborts it.
 void CollectiveQueue::fail(const std::string& why) {
   failure_ = why;
-  if (comm_ != nullptr) ncclCommAbort(comm_);
+  std::lock_guard<std::mutex> lock(issueMutex_);
+  if (comm_ != nullptr && !revoked_.load()) ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
 }
 
 }  // namespace chorus_torch

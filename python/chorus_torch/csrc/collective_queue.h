@@ -57,8 +57,15 @@ class CollectiveQueue {
   std::vector<JobTiming> timings() const;
   void setTimeout(std::chrono::milliseconds timeout) { timeoutMs_.store(timeout.count()); }
   // From any thread: the running job and every later one fail, and the queue's thread
-  // aborts the communicator.
+  // revokes the communicator (its peers' waits end; the destructor aborts it).
   void abort(const std::string& why);
+  // From any thread, before the caller shrinks the communicator with NCCL_SHRINK_ABORT on
+  // its own thread: once this returns the queue's thread issues nothing more on it; the
+  // running job (whatever its communicator then says) and every later one fail with `why`.
+  // The communicator is left to that shrink, and aborted by the destructor.
+  void revoke(const std::string& why);
+  // The communicator given at construction (null for a queue that connects itself).
+  ncclComm_t comm() const { return given_; }
 
   // Waits until the communicator has no work in progress: spins briefly, yields, then
   // naps a tenth of the time waited so far (50 µs to 1 ms). Returns its state (ncclSuccess or its error), or
@@ -82,11 +89,16 @@ class CollectiveQueue {
   void fail(const std::string& why);
   bool aborted() const { return abortRequested_.load(); }
 
+  const ncclComm_t given_ = nullptr;
   ncclComm_t comm_ = nullptr;
   std::atomic<int64_t> timeoutMs_;
   std::string failure_;  // set once the comm failed: every later job fails with it (queue thread only)
   std::atomic<bool> abortRequested_{false};
   std::string abortReason_;  // under mutex_
+  // Held while the queue's thread issues a job's calls; revoke() takes it to set revoked_.
+  std::mutex issueMutex_;
+  std::atomic<bool> revoked_{false};
+  std::string revokeReason_;  // under issueMutex_
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> jobs_;
