@@ -40,9 +40,10 @@ ncclComm::~ncclComm() {
 
 void ncclComm::haltWork(std::atomic<uint32_t>& flag) {
   flag.store(1);
-  if (&flag == &abortFlag) {
-    // A child this communicator's job is setting up waits on the child's own flag (the
-    // activeRuns wait below would otherwise last until its set-up gives up).
+  {
+    // A child this communicator's job is setting up (a split, shrink or grow) waits on the
+    // child's own flag (the activeRuns wait below would otherwise last until its set-up
+    // gives up): an abort and a revoke both stop it.
     std::lock_guard<std::mutex> lock(chorus::commLifecycleMutex());
     if (childInSetUp != nullptr) childInSetUp->abortFlag.store(1);
   }

@@ -236,8 +236,14 @@ def sparse_all_reduce(rank, world):
         assert "sizes [5, 4] with 2 sparse dims" in str(e) and "sizes [5, 5]" in str(e), str(e)
     else:
         raise AssertionError("a sparse all_reduce of different shapes succeeded")
+    try:  # the ranks' dtypes differ
+        dist.all_reduce(sparse_entries(rank, world, (5, 4)).to(torch.float32 if rank == 0 else torch.float64))
+    except RuntimeError as e:
+        assert "Float sizes [5, 4]" in str(e) and "Double sizes [5, 4]" in str(e), str(e)
+    else:
+        raise AssertionError("a sparse all_reduce of different dtypes succeeded")
     t = torch.ones(3)
-    dist.all_reduce(t)  # the group still works after the mismatch
+    dist.all_reduce(t)  # the group still works after the mismatches
     check(t, torch.full((3,), float(world)), "all_reduce after a sparse mismatch")
 
 

@@ -89,9 +89,10 @@ def shrink_abort_past_a_silent_rank(rank, world, marks_dir):
     try:
         work.wait()
     except RuntimeError as e:
-        assert "allreduce" in str(e) and "Timed out" not in str(e), str(e)
-        if first:
-            assert "allreduce was stopped: the group was shrunk with SHRINK_ABORT" in str(e), str(e)
+        # Rank 0's by its own shrink; the others' failed first (rank 0's stopped work broke
+        # its connections), and they shrank a group whose work had failed.
+        want = "allreduce was stopped: the group was shrunk with SHRINK_ABORT" if first else "allreduce failed: "
+        assert want in str(e), str(e)
     else:
         raise AssertionError("the all_reduce stopped by the shrink reported success")
     survivors_work(rank, world, excluded)

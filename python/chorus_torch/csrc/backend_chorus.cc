@@ -114,9 +114,13 @@ c10::intrusive_ptr<ChorusOptions> ChorusBackend::childOptions(
 }
 
 // The communicator a split or shrink made (non-blocking), once ready; "" or why not (then
-// it is aborted).
-std::string ChorusBackend::awaitChild(ncclComm_t child, std::chrono::milliseconds timeout) {
-  if (child == nullptr) return "";
+// it is aborted, as it is where the split or shrink failed already: `failure`).
+std::string ChorusBackend::awaitChild(ncclComm_t child, std::chrono::milliseconds timeout, const std::string& failure) {
+  if (child == nullptr) return failure;
+  if (!failure.empty()) {
+    ncclCommAbort(child);
+    return failure;
+  }
   ncclResult_t ready = ncclInProgress;
   withoutGil([&] { ready = CollectiveQueue::awaitComm(child, Clock::now() + timeout); });
   if (ready == ncclSuccess) return "";
@@ -144,7 +148,7 @@ c10::intrusive_ptr<c10d::Backend> ChorusBackend::split(const c10::intrusive_ptr<
     config.blocking = 0;
     return ncclCommSplit(parent, color, key, child.get(), &config);
   });
-  if (failure.empty()) failure = awaitChild(*child, options->timeout);
+  failure = awaitChild(*child, options->timeout, failure);
   TORCH_CHECK(failure.empty(), "chorus: split: ", failure);
   if (!member) return nullptr;
   TORCH_CHECK(*child != nullptr, "chorus: split: ncclCommSplit gave rank ", rank_, " no communicator");
@@ -156,10 +160,15 @@ c10::intrusive_ptr<c10d::Backend> ChorusBackend::shrink(const std::vector<int64_
   checkOpen("shrink");
   TORCH_CHECK(shrinkFlags == NCCL_SHRINK_DEFAULT || shrinkFlags == NCCL_SHRINK_ABORT, "chorus: shrink: flags ",
               shrinkFlags, " are neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
-  // Checked before anything stops (ncclCommShrink checks the list too: duplicates, count).
-  for (int64_t r : ranksToExclude) {
+  // Checked before anything stops, as ncclCommShrink would.
+  TORCH_CHECK(!ranksToExclude.empty() && static_cast<int64_t>(ranksToExclude.size()) < size_,
+              "chorus: shrink: ", ranksToExclude.size(), " ranks to exclude from a group of ", size_);
+  for (size_t i = 0; i < ranksToExclude.size(); ++i) {
+    const int64_t r = ranksToExclude[i];
     TORCH_CHECK(r >= 0 && r < size_ && r != rank_, "chorus: shrink: rank ", r,
                 r == rank_ ? " is this rank (excluded ranks do not call shrink)" : " is not in the group");
+    TORCH_CHECK(std::find(ranksToExclude.begin() + i + 1, ranksToExclude.end(), r) == ranksToExclude.end(),
+                "chorus: shrink: rank ", r, " is listed twice");
   }
   auto excluded = std::make_shared<std::vector<int>>(ranksToExclude.begin(), ranksToExclude.end());
   auto options = childOptions(opts);
@@ -178,13 +187,13 @@ c10::intrusive_ptr<c10d::Backend> ChorusBackend::shrink(const std::vector<int64_
     // Past work that may never end (a dead or silent rank): the queue stops issuing and
     // fails what it runs, and the shrink stops that work and revokes the communicator.
     const std::string why = "the group was shrunk with SHRINK_ABORT (shrink_group)";
-    queue_->revoke(why);
+    withoutGil([&] { queue_->revoke(why); });  // returns once the work in flight has stopped
     peers_->abort(why);
     ncclResult_t result = ncclInProgress;
     withoutGil([&] { result = shrinkWith(queue_->comm()); });
     if (result != ncclSuccess && result != ncclInProgress) failure = "ncclCommShrink failed: " + describeResult(result);
   }
-  if (failure.empty()) failure = awaitChild(*child, options->timeout);
+  failure = awaitChild(*child, options->timeout, failure);
   TORCH_CHECK(failure.empty(), "chorus: shrink: ", failure,
               shrinkFlags == NCCL_SHRINK_DEFAULT ? " (past a failed rank, shrink with SHRINK_ABORT)" : "");
   TORCH_CHECK(*child != nullptr, "chorus: shrink: ncclCommShrink gave rank ", rank_, " no communicator");

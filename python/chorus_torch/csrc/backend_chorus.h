@@ -166,7 +166,7 @@ class ChorusBackend final : public c10d::Backend {
   // A split's or shrink's options: `opts` where they are chorus', else this group's with
   // what another backend's say.
   c10::intrusive_ptr<Options> childOptions(const c10::intrusive_ptr<c10d::Backend::Options>& opts) const;
-  static std::string awaitChild(ncclComm_t child, std::chrono::milliseconds timeout);
+  static std::string awaitChild(ncclComm_t child, std::chrono::milliseconds timeout, const std::string& failure);
   std::string onQueue(const char* op, std::chrono::milliseconds timeout, CollectiveQueue::Issue issue);
   void checkOpen(const char* op) const;
   void close();

@@ -1,7 +1,7 @@
 // all_reduce of a sparse (COO) tensor, ReduceOp.SUM, as gloo does it: NCCL moves dense
 // buffers, so the ranks exchange what their tensors hold and each adds them up itself.
 // Two jobs of the group's queue, one work:
-//   1. every rank's shape and nonzero count (a fixed-size row each, all-gathered);
+//   1. every rank's dtype, shape and nonzero count (a fixed-size row each, all-gathered);
 //   2. every rank's indices and values, padded to the largest count (two all-gathers in
 //      one NCCL group), then, on the queue's thread, the sum of the n sparse tensors,
 //      coalesced, copied into the caller's tensor.
@@ -19,7 +19,7 @@ namespace chorus_torch {
 namespace {
 
 constexpr int64_t kMaxDims = 64;             // PyTorch's own limit on a tensor's dimensions
-constexpr int64_t kRowWords = 3 + kMaxDims;  // nnz, sparse dims, dims, then the sizes
+constexpr int64_t kRowWords = 4 + kMaxDims;  // nnz, dtype, sparse dims, dims, then the sizes
 
 // What the two jobs of one call share (the first writes, the second reads, on one thread).
 struct SparseExchange {
@@ -32,19 +32,19 @@ struct SparseExchange {
   at::Tensor ownIndices;  // this rank's blocks of the two, as sent
   at::Tensor ownValues;
   std::string failure;   // the first job's error, if it failed
-  std::string mismatch;  // set when the ranks' shapes differ
+  std::string mismatch;  // set when the ranks' dtypes or shapes differ
 };
 
 std::string shapeOf(const at::Tensor& rows, int64_t rank) {
   const at::Tensor row = rows[rank];
   std::ostringstream out;
-  out << "sizes [";
-  for (int64_t d = 0; d < row[2].item<int64_t>(); ++d) out << (d ? ", " : "") << row[3 + d].item<int64_t>();
-  out << "] with " << row[1].item<int64_t>() << " sparse dims";
+  out << static_cast<at::ScalarType>(row[1].item<int64_t>()) << " sizes [";
+  for (int64_t d = 0; d < row[3].item<int64_t>(); ++d) out << (d ? ", " : "") << row[4 + d].item<int64_t>();
+  out << "] with " << row[2].item<int64_t>() << " sparse dims";
   return out.str();
 }
 
-// The first row that differs from this rank's in shape (nnz may differ), or "".
+// The first row that differs from this rank's in dtype or shape (nnz may differ), or "".
 std::string shapeMismatch(const at::Tensor& rows, int rank) {
   const at::Tensor shapes = rows.narrow(1, 1, kRowWords - 1);
   for (int64_t r = 0; r < rows.size(0); ++r) {
@@ -120,12 +120,15 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_sparse(std::vector<at::T
   {
     at::NoGradGuard noGrad;
     x->user = tensor;
-    x->input = tensor.coalesce();
+    // A copy: a coalesced tensor's coalesce() is the tensor itself, which the caller may
+    // change before the queue's thread reads it.
+    x->input = tensor.is_coalesced() ? tensor.clone() : tensor.coalesce();
     x->ownRow = at::zeros({kRowWords}, at::kLong);
     x->ownRow[0] = x->input._nnz();
-    x->ownRow[1] = x->input.sparse_dim();
-    x->ownRow[2] = x->input.dim();
-    for (int64_t d = 0; d < x->input.dim(); ++d) x->ownRow[3 + d] = x->input.size(d);
+    x->ownRow[1] = static_cast<int64_t>(x->input.scalar_type());
+    x->ownRow[2] = x->input.sparse_dim();
+    x->ownRow[3] = x->input.dim();
+    for (int64_t d = 0; d < x->input.dim(); ++d) x->ownRow[4 + d] = x->input.size(d);
     x->rows = at::empty({size_, kRowWords}, at::kLong);
   }
   const uint64_t sequence = ++sequence_;

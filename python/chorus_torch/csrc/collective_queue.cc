@@ -98,7 +98,17 @@ void CollectiveQueue::revoke(const std::string& why) {
   std::lock_guard<std::mutex> lock(issueMutex_);
   if (revoked_.load()) return;
   revokeReason_ = why;
+  // Set first: a revoke resets the communicator's state to success, which the running job's
+  // wait must not take for its end. The job ends once the revoke below has stopped the
+  // work (its revoked branch takes issueMutex_), so nothing frees its buffers earlier.
   revoked_.store(true);
+  revokeComm();
+}
+
+void CollectiveQueue::revokeComm() {
+  if (comm_ == nullptr || commRevoked_) return;
+  ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
+  commRevoked_ = true;
 }
 
 void CollectiveQueue::loop(Connect connect) {
@@ -137,15 +147,25 @@ void CollectiveQueue::run(Job& job) {
   } else {
     const auto timeout = job.timeout.count() > 0 ? job.timeout : std::chrono::milliseconds(timeoutMs_.load());
     std::string revokedFor;  // a shrink's revoke: nothing more is issued
+    std::string threw;
     {
       std::lock_guard<std::mutex> lock(issueMutex_);
       if (revoked_.load()) {
         revokedFor = revokeReason_;
       } else {
-        result = job.issue(comm_);
+        try {
+          result = job.issue(comm_);
+        } catch (const std::exception& e) {  // e.g. a buffer the job could not allocate
+          threw = e.what();
+        }
       }
     }
-    if (!revokedFor.empty()) {
+    if (!threw.empty()) {
+      // Other ranks may have issued theirs: the communicator fails, which ends their waits.
+      message = job.op + " failed before its calls: " + threw;
+      fail(message);
+      result = ncclInternalError;
+    } else if (!revokedFor.empty()) {
       failure_ = revokedFor;
       message = job.op + ": " + revokedFor;
     } else if (result != ncclSuccess && result != ncclInProgress) {
@@ -187,13 +207,14 @@ void CollectiveQueue::run(Job& job) {
   job.finish(result, message);
 }
 
-// Revoked rather than aborted: the peers' waits end as with an abort, and the communicator
-// stays for a shrink with NCCL_SHRINK_ABORT (shrink_group past a failed rank); the
-// destructor aborts it.
+// Revoked rather than aborted, so that the communicator stays for a shrink with
+// NCCL_SHRINK_ABORT (shrink_group past a failed rank); the destructor aborts it. The
+// peers learn as from an abort: the revoke stops the work in flight, and work that fails
+// marks its connections broken.
 void CollectiveQueue::fail(const std::string& why) {
   failure_ = why;
   std::lock_guard<std::mutex> lock(issueMutex_);
-  if (comm_ != nullptr && !revoked_.load()) ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
+  revokeComm();
 }
 
 }  // namespace chorus_torch

@@ -59,10 +59,12 @@ class CollectiveQueue {
   // From any thread: the running job and every later one fail, and the queue's thread
   // revokes the communicator (its peers' waits end; the destructor aborts it).
   void abort(const std::string& why);
-  // From any thread, before the caller shrinks the communicator with NCCL_SHRINK_ABORT on
-  // its own thread: once this returns the queue's thread issues nothing more on it; the
-  // running job (whatever its communicator then says) and every later one fail with `why`.
-  // The communicator is left to that shrink, and aborted by the destructor.
+  // From any thread (without the GIL), before the caller shrinks the communicator with
+  // NCCL_SHRINK_ABORT on its own thread: revokes it (ncclCommRevoke stops its work in
+  // flight) unless a failure did already; from then on the queue's thread issues nothing
+  // more on it, and the running job (whatever its communicator then says) and every later
+  // one fail with `why`, once the work has stopped. The communicator is left to that
+  // shrink, and aborted by the destructor.
   void revoke(const std::string& why);
   // The communicator given at construction (null for a queue that connects itself).
   ncclComm_t comm() const { return given_; }
@@ -87,6 +89,7 @@ class CollectiveQueue {
   void loop(Connect connect);
   void run(Job& job);
   void fail(const std::string& why);
+  void revokeComm();  // under issueMutex_
   bool aborted() const { return abortRequested_.load(); }
 
   const ncclComm_t given_ = nullptr;
@@ -95,10 +98,12 @@ class CollectiveQueue {
   std::string failure_;  // set once the comm failed: every later job fails with it (queue thread only)
   std::atomic<bool> abortRequested_{false};
   std::string abortReason_;  // under mutex_
-  // Held while the queue's thread issues a job's calls; revoke() takes it to set revoked_.
+  // Held while the queue's thread issues a job's calls, and while revoke() and fail()
+  // revoke the communicator.
   std::mutex issueMutex_;
   std::atomic<bool> revoked_{false};
   std::string revokeReason_;  // under issueMutex_
+  bool commRevoked_ = false;  // ncclCommRevoke was called (under issueMutex_)
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job> jobs_;
