@@ -120,7 +120,9 @@ class ChorusBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
                                            const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
   void setTimeout(std::chrono::milliseconds timeout) override;
-  void abort() override;     // pending and later calls fail; the communicators are aborted
+  // Pending and later calls fail; work in flight stops (its communicator is revoked) and
+  // the communicators are aborted when the group is destroyed.
+  void abort() override;
   void shutdown() override;  // runs what is queued, destroys the communicators; later calls raise
 
   std::vector<JobTiming> timings() const;
