@@ -45,6 +45,17 @@ def expected(world, dtype, op):
     return reduced.to(dtype)
 
 
+def raises(call, failure, *fragments):
+    """Runs call(): it must raise RuntimeError with every fragment in its message (else
+    AssertionError naming `failure`, what the call would have done)."""
+    try:
+        call()
+    except RuntimeError as e:
+        assert all(f in str(e) for f in fragments), str(e)
+    else:
+        raise AssertionError(failure)
+
+
 def check(actual, want, what):
     tol = dict(rtol=1e-2, atol=1e-2) if actual.dtype in (torch.float16, torch.bfloat16) else {}
     torch.testing.assert_close(actual, want, **tol, msg=lambda m: f"{what}: {m}")
@@ -153,18 +164,11 @@ def async_work_and_errors(rank, world):
     assert work.is_completed()
     check(result[0], torch.full((1 << 16,), float(world)), "future's tensor")
     # An argument only Chorus checks: its message arrives as the Python exception.
-    try:
-        dist.broadcast(torch.ones(2), src=world + 3)
-    except RuntimeError as e:
-        assert "ncclBroadcast" in str(e) and f"root {world + 3} is out of range" in str(e), str(e)
-    else:
-        raise AssertionError("broadcast from a root outside the group succeeded")
-    try:  # a bitwise reduce gathers, so no NCCL call checks its root: the backend does
-        dist.reduce(torch.ones(2, dtype=torch.int32), dst=world + 3, op=R.BOR)
-    except RuntimeError as e:
-        assert f"root {world + 3} is out of range" in str(e), str(e)
-    else:
-        raise AssertionError("a bitwise reduce to a root outside the group succeeded")
+    raises(lambda: dist.broadcast(torch.ones(2), src=world + 3),
+           "broadcast from a root outside the group succeeded", "ncclBroadcast", f"root {world + 3} is out of range")
+    # A bitwise reduce gathers, so no NCCL call checks its root: the backend does.
+    raises(lambda: dist.reduce(torch.ones(2, dtype=torch.int32), dst=world + 3, op=R.BOR),
+           "a bitwise reduce to a root outside the group succeeded", f"root {world + 3} is out of range")
     t = torch.ones(3)
     dist.all_reduce(t)  # the group still works after the errors
     check(t, torch.full((3,), float(world)), "all_reduce after errors")
@@ -176,23 +180,15 @@ def timeout_releases_a_wait(rank, world):
     group = dist.new_group(backend="chorus", timeout=datetime.timedelta(seconds=2))
     if rank == 0:
         began = time.monotonic()
-        try:
-            dist.all_reduce(torch.ones(8), group=group)
-        except RuntimeError as e:
-            assert "allreduce: Timed out after 2000 ms" in str(e), str(e)
-        else:
-            raise AssertionError("an all_reduce that no other rank joined completed")
+        raises(lambda: dist.all_reduce(torch.ones(8), group=group),
+               "an all_reduce that no other rank joined completed", "allreduce: Timed out after 2000 ms")
         assert time.monotonic() - began < 30, "the timeout took far longer than 2 s"
     # dist.set_timeout shortens a group's timeout likewise.
     group = dist.new_group(backend="chorus")
     dist.set_timeout(datetime.timedelta(seconds=1), group)
     if rank == 0:
-        try:
-            dist.all_reduce(torch.ones(8), group=group)
-        except RuntimeError as e:
-            assert "allreduce: Timed out after 1000 ms" in str(e), str(e)
-        else:
-            raise AssertionError("an all_reduce that no other rank joined completed (set_timeout)")
+        raises(lambda: dist.all_reduce(torch.ones(8), group=group),
+               "an all_reduce that no other rank joined completed (set_timeout)", "allreduce: Timed out after 1000 ms")
     dist.barrier()  # the default group is untouched
     t = torch.ones(3)
     dist.all_reduce(t)
@@ -224,24 +220,14 @@ def sparse_all_reduce(rank, world):
     t = torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0), (3, 3))
     dist.all_reduce(t)  # nothing held anywhere
     check(t.to_dense(), torch.zeros(3, 3), "sparse all_reduce of empty tensors")
-    try:
-        dist.all_reduce(sparse_entries(rank, world, (5, 4)), op=R.MAX)
-    except RuntimeError as e:
-        assert "only works with ReduceOp.SUM" in str(e), str(e)
-    else:
-        raise AssertionError("a sparse all_reduce with MAX was accepted")
-    try:  # the ranks' shapes differ: every rank's wait fails, naming both
-        dist.all_reduce(sparse_entries(rank, world, (5, 4) if rank == 0 else (5, 5)))
-    except RuntimeError as e:
-        assert "sizes [5, 4] with 2 sparse dims" in str(e) and "sizes [5, 5]" in str(e), str(e)
-    else:
-        raise AssertionError("a sparse all_reduce of different shapes succeeded")
-    try:  # the ranks' dtypes differ
-        dist.all_reduce(sparse_entries(rank, world, (5, 4)).to(torch.float32 if rank == 0 else torch.float64))
-    except RuntimeError as e:
-        assert "Float sizes [5, 4]" in str(e) and "Double sizes [5, 4]" in str(e), str(e)
-    else:
-        raise AssertionError("a sparse all_reduce of different dtypes succeeded")
+    raises(lambda: dist.all_reduce(sparse_entries(rank, world, (5, 4)), op=R.MAX),
+           "a sparse all_reduce with MAX was accepted", "only works with ReduceOp.SUM")
+    # The ranks' shapes, then their dtypes, differ: every rank's wait fails, naming both.
+    raises(lambda: dist.all_reduce(sparse_entries(rank, world, (5, 4) if rank == 0 else (5, 5))),
+           "a sparse all_reduce of different shapes succeeded", "sizes [5, 4] with 2 sparse dims", "sizes [5, 5]")
+    mixed = sparse_entries(rank, world, (5, 4)).to(torch.float32 if rank == 0 else torch.float64)
+    raises(lambda: dist.all_reduce(mixed), "a sparse all_reduce of different dtypes succeeded",
+           "Float sizes [5, 4]", "Double sizes [5, 4]")
     t = torch.ones(3)
     dist.all_reduce(t)  # the group still works after the mismatches
     check(t, torch.full((3,), float(world)), "all_reduce after a sparse mismatch")
@@ -269,8 +255,8 @@ def ddp_with_sparse_gradients(rank, world):
         check(mine.detach(), want.detach(), "DDP with sparse gradients")
 
 
-CHECKS = (allreduce_every_type_and_op, sparse_all_reduce, ddp_with_sparse_gradients, rooted_collectives, gathers_and_scatters, all_to_all_and_p2p,
-          async_work_and_errors, timeout_releases_a_wait)
+CHECKS = (allreduce_every_type_and_op, sparse_all_reduce, ddp_with_sparse_gradients, rooted_collectives,
+          gathers_and_scatters, all_to_all_and_p2p, async_work_and_errors, timeout_releases_a_wait)
 
 
 def every_check(rank, world):
