@@ -220,8 +220,8 @@ Tuner& Tuner::operator=(Tuner&&) noexcept = default;
 
 void Tuner::attachPlugin(std::unique_ptr<TunerPlugin> plugin) {
   plugin_ = std::move(plugin);
-  pluginFailureWarned_ = false;
-  pluginDisabledAllWarned_ = false;
+  pluginFailureWarned_ = SaidOnce{};
+  pluginDisabledAllWarned_ = SaidOnce{};
 }
 
 bool Tuner::algoValid(CollKind coll, Algorithm algo) const {

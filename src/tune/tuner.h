@@ -62,6 +62,7 @@
 // still empty here (Tree on one rank) runs with the communicator's own candidates.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -232,8 +233,20 @@ class Tuner {
   mutable LastBoard lastBoard_;
   std::unique_ptr<TunerPlugin> plugin_;
   // Said once per communicator: the plugin's getCollInfo failed; it disabled every pair.
-  mutable bool pluginFailureWarned_ = false;
-  mutable bool pluginDisabledAllWarned_ = false;
+  // Atomic: ncclGroupSimulateEnd's caller may ask beside the planning thread.
+  // (A Tuner moves: each flag moves with what it said.)
+  struct SaidOnce {
+    std::atomic<bool> said{false};
+    SaidOnce() = default;
+    SaidOnce(SaidOnce&& other) noexcept : said(other.said.load()) {}
+    SaidOnce& operator=(SaidOnce&& other) noexcept {
+      said.store(other.said.load());
+      return *this;
+    }
+    bool first() { return !said.exchange(true); }  // true for the first caller only
+  };
+  mutable SaidOnce pluginFailureWarned_;
+  mutable SaidOnce pluginDisabledAllWarned_;
 };
 
 // One call of a group, for ncclGroupSimulateEnd.

@@ -172,6 +172,7 @@ ncclResult_t TunerPlugin::getCollInfo(CollKind coll, size_t bytes, PluginCostTab
   constexpr int kPipeOps = 1;
   constexpr int kRegisteredBuffers = 0;
   auto** rows = reinterpret_cast<float**>(&table[0][0]);  // the ABI's type; the plugin casts it back
+  std::lock_guard<std::mutex> lock(contextMutex_);
   return std::visit(
       [&](const auto* t) {
         using Table = std::remove_cv_t<std::remove_pointer_t<decltype(t)>>;

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -61,7 +62,9 @@ class TunerPlugin {
 
   // Asks the plugin about one call of `coll` (not SendRecv) with NCCL's nBytes. It may
   // change `table` and set `*nChannels` (0: no bound). One call per group, no registered
-  // buffers: numPipeOps 1, regBuff 0.
+  // buffers: numPipeOps 1, regBuff 0. Calls on one context are serialised: the thread
+  // planning the communicator's calls and ncclGroupSimulateEnd's caller may ask at once, and
+  // NCCL calls a context's getCollInfo from one thread at a time.
   ncclResult_t getCollInfo(CollKind coll, size_t bytes, PluginCostTable& table, int* nChannels);
 
   const std::string& name() const { return library_->name; }
@@ -73,6 +76,7 @@ class TunerPlugin {
 
   std::shared_ptr<const TunerPluginLibrary> library_;  // loaded while this communicator uses it
   void* context_;                                      // what init returned
+  std::mutex contextMutex_;                            // see getCollInfo
 };
 
 // The TunerPluginComm of a communicator made from `ids` (the commId hashes them), whose

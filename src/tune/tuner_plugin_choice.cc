@@ -40,12 +40,11 @@ std::optional<TuneChoice> Tuner::pluginChoice(CollKind coll, size_t bytes, const
   int nChannels = 0;
   const ncclResult_t result = plugin_->getCollInfo(coll, bytes, table, &nChannels);
   if (result != ncclSuccess) {
-    if (!pluginFailureWarned_) {
+    if (pluginFailureWarned_.first()) {
       WARN(
           "TUNER/Plugin %s: getCollInfo failed for %s of %zu bytes: %s (%d); using Chorus' own choice "
           "(said once per communicator)",
           plugin_->name().c_str(), collName(coll), bytes, ncclGetErrorString(result), static_cast<int>(result));
-      pluginFailureWarned_ = true;
     }
     return std::nullopt;
   }
@@ -72,12 +71,11 @@ std::optional<TuneChoice> Tuner::pluginChoice(CollKind coll, size_t bytes, const
     }
   }
   if (!best) {
-    if (!pluginDisabledAllWarned_) {
+    if (pluginDisabledAllWarned_.first()) {
       WARN(
           "TUNER/Plugin %s disabled every algorithm and protocol Chorus can run for %s of %zu bytes; using Chorus' "
           "own choice (said once per communicator)",
           plugin_->name().c_str(), collName(coll), bytes);
-      pluginDisabledAllWarned_ = true;
     }
     return std::nullopt;
   }
