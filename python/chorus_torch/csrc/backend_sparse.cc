@@ -1,6 +1,6 @@
 // all_reduce of a sparse (COO) tensor, ReduceOp.SUM, as gloo does it: NCCL moves dense
 // buffers, so the ranks exchange what their tensors hold and each adds them up itself.
-// Two jobs of the group's queue, one work:
+// Two jobs of the group's queue, queued together, one work:
 //   1. every rank's dtype, shape and nonzero count (a fixed-size row each, all-gathered);
 //   2. every rank's indices and values, padded to the largest count (two all-gathers in
 //      one NCCL group), then, on the queue's thread, the sum of the n sparse tensors,
@@ -135,35 +135,38 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_sparse(std::vector<at::T
   const c10d::OpType type = c10d::OpType::_ALLREDUCE_SPARSE;
   auto work = c10::make_intrusive<ChorusWork>(rank_, type, sequence, std::vector<at::Tensor>{tensor}, 1,
                                               profilingTitle(name_, type), std::vector<at::Tensor>{tensor});
-  queue_->push(
-      "allreduce_sparse (shapes)",
-      [x](ncclComm_t comm) {
-        return ncclAllGather(dataOf(x->ownRow), dataOf(x->rows), byteSize(x->ownRow), ncclUint8, comm, nullptr);
-      },
-      [x, rank = rank_](ncclResult_t result, const std::string& why) {
-        if (result != ncclSuccess) {
-          x->failure = why;
-          return;
-        }
-        x->mismatch = shapeMismatch(x->rows, rank);
-      },
-      opts.timeout);
-  queue_->push(
-      "allreduce_sparse (indices and values)",
-      [x, rank = rank_](ncclComm_t comm) { return exchangeEntries(*x, rank, comm); },
-      [x, work](ncclResult_t result, const std::string& why) {
-        if (!x->failure.empty()) return work->complete(ncclSystemError, x->failure);
-        if (!x->mismatch.empty()) return work->complete(ncclInvalidUsage, x->mismatch);
-        if (result != ncclSuccess) return work->complete(result, why);
-        try {
-          at::NoGradGuard noGrad;
-          x->user.copy_(sumOfEntries(*x));
-        } catch (const std::exception& e) {
-          return work->complete(ncclInternalError, std::string("after the collective: ") + e.what());
-        }
-        work->complete(ncclSuccess, "");
-      },
-      opts.timeout);
+  // Together: another thread's collective between the two would meet, on a peer, the
+  // other job of this call.
+  std::vector<CollectiveQueue::Step> steps;
+  steps.push_back(CollectiveQueue::Step{"allreduce_sparse (shapes)",
+                                        [x](ncclComm_t comm) {
+                                          return ncclAllGather(dataOf(x->ownRow), dataOf(x->rows), byteSize(x->ownRow),
+                                                               ncclUint8, comm, nullptr);
+                                        },
+                                        [x, rank = rank_](ncclResult_t result, const std::string& why) {
+                                          if (result != ncclSuccess) {
+                                            x->failure = why;
+                                            return;
+                                          }
+                                          x->mismatch = shapeMismatch(x->rows, rank);
+                                        }});
+  steps.push_back(CollectiveQueue::Step{"allreduce_sparse (indices and values)",
+                                        [x, rank = rank_](ncclComm_t comm) { return exchangeEntries(*x, rank, comm); },
+                                        [x, work](ncclResult_t result, const std::string& why) {
+                                          if (!x->failure.empty()) return work->complete(ncclSystemError, x->failure);
+                                          if (!x->mismatch.empty())
+                                            return work->complete(ncclInvalidUsage, x->mismatch);
+                                          if (result != ncclSuccess) return work->complete(result, why);
+                                          try {
+                                            at::NoGradGuard noGrad;
+                                            x->user.copy_(sumOfEntries(*x));
+                                          } catch (const std::exception& e) {
+                                            return work->complete(ncclInternalError,
+                                                                  std::string("after the collective: ") + e.what());
+                                          }
+                                          work->complete(ncclSuccess, "");
+                                        }});
+  queue_->pushTogether(std::move(steps), opts.timeout);
   return work;
 }
 

@@ -72,9 +72,17 @@ CollectiveQueue::~CollectiveQueue() {
 }
 
 void CollectiveQueue::push(std::string op, Issue issue, Finish finish, std::chrono::milliseconds timeout) {
+  std::vector<Step> one;
+  one.push_back(Step{std::move(op), std::move(issue), std::move(finish)});
+  pushTogether(std::move(one), timeout);
+}
+
+void CollectiveQueue::pushTogether(std::vector<Step> steps, std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back(Job{std::move(op), std::move(issue), std::move(finish), Clock::now(), timeout});
+    const Clock::time_point now = Clock::now();
+    for (Step& step : steps)
+      jobs_.push_back(Job{std::move(step.op), std::move(step.issue), std::move(step.finish), now, timeout});
   }
   wake_.notify_one();
 }

@@ -54,6 +54,14 @@ class CollectiveQueue {
 
   // `timeout` bounds the job from its issue to its end (zero or less: the queue's).
   void push(std::string op, Issue issue, Finish finish, std::chrono::milliseconds timeout = {});
+  // Jobs that must follow each other (one work done in several jobs): queued at once, so
+  // no other thread's job comes between them; each has `timeout`.
+  struct Step {
+    std::string op;
+    Issue issue;
+    Finish finish;
+  };
+  void pushTogether(std::vector<Step> steps, std::chrono::milliseconds timeout = {});
   std::vector<JobTiming> timings() const;
   void setTimeout(std::chrono::milliseconds timeout) { timeoutMs_.store(timeout.count()); }
   // From any thread: the running job and every later one fail, and the queue's thread
