@@ -249,6 +249,23 @@ ncclResult_t Socket::connect(const SocketAddress& address, const Deadline& deadl
 
 bool acceptOutOfDescriptors(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
 
+bool acceptedConnectionFailed(int err) {
+  switch (err) {
+    case ECONNABORTED:
+    case ENETDOWN:
+    case EPROTO:
+    case ENOPROTOOPT:
+    case EHOSTDOWN:
+    case ENONET:
+    case EHOSTUNREACH:
+    case EOPNOTSUPP:
+    case ENETUNREACH:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void warnOutOfDescriptors(const std::string& where, size_t shed) {
   static std::mutex mutex;
   static std::chrono::steady_clock::time_point last{};
@@ -280,9 +297,9 @@ ncclResult_t Socket::tryAccept(Socket* out, bool* outOfDescriptors) {
       setNoDelay(fd);
       return ncclSuccess;
     }
-    if (errno == EINTR) continue;
-    // Nothing queued, or a connection that died before we took it: not our error.
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED) return ncclSuccess;
+    // A connection that died before we took it: not our error; the next may be there.
+    if (errno == EINTR || acceptedConnectionFailed(errno)) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;  // nothing queued
     if (acceptOutOfDescriptors(errno)) {
       if (outOfDescriptors) *outOfDescriptors = true;
       return ncclSuccess;

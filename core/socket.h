@@ -75,6 +75,10 @@ class Deadline {
 
 // Whether accept() failed for want of descriptors or memory (transient: see tryAccept).
 bool acceptOutOfDescriptors(int err);
+// Whether accept() failed because the connection it would have returned died first
+// (ECONNABORTED, or a network error pending on it, which Linux reports from accept(): its
+// man page says to retry on those); the listener itself is fine.
+bool acceptedConnectionFailed(int err);
 // One WARN per 10 s for the process: accept() on `where` ran out of descriptors; `shed`
 // connections not yet proved were closed to make room.
 void warnOutOfDescriptors(const std::string& where, size_t shed);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -206,6 +207,18 @@ TEST(SocketTest, TryAcceptWithNothingQueuedReturnsNoSocket) {
   ASSERT_EQ(Socket::listen(loopback4(), &listener), ncclSuccess);
   EXPECT_EQ(listener.tryAccept(&accepted), ncclSuccess);
   EXPECT_FALSE(accepted.valid());
+}
+
+// accept(2): Linux reports a network error pending on the connection it would return from
+// accept() itself, and says to retry on ENETDOWN, EPROTO, ENOPROTOOPT, EHOSTDOWN, ENONET,
+// EHOSTUNREACH, EOPNOTSUPP and ENETUNREACH as on EAGAIN; ECONNABORTED likewise. The
+// listener's own failures are not among them.
+TEST(SocketTest, AcceptErrorsOfTheConnectionAreRetriedAndTheListenersAreNot) {
+  for (int err :
+       {ECONNABORTED, ENETDOWN, EPROTO, ENOPROTOOPT, EHOSTDOWN, ENONET, EHOSTUNREACH, EOPNOTSUPP, ENETUNREACH})
+    EXPECT_TRUE(acceptedConnectionFailed(err)) << strerror(err);
+  for (int err : {EBADF, EINVAL, ENOTSOCK, EFAULT, EMFILE, EAGAIN})
+    EXPECT_FALSE(acceptedConnectionFailed(err)) << strerror(err);
 }
 
 // ---- interface selection ----

@@ -107,7 +107,7 @@ ncclResult_t TcpStream::tryAccept(const Socket& listener, TcpStream* out, bool* 
       out->setStreamOptions();
       return ncclSuccess;
     }
-    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EINTR || acceptedConnectionFailed(errno)) continue;  // that connection died first
     if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
     if (acceptOutOfDescriptors(errno)) {
       if (outOfDescriptors) *outOfDescriptors = true;
