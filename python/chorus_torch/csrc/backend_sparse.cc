@@ -135,37 +135,34 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::allreduce_sparse(std::vector<at::T
   const c10d::OpType type = c10d::OpType::_ALLREDUCE_SPARSE;
   auto work = c10::make_intrusive<ChorusWork>(rank_, type, sequence, std::vector<at::Tensor>{tensor}, 1,
                                               profilingTitle(name_, type), std::vector<at::Tensor>{tensor});
+  auto issueShapes = [x](ncclComm_t comm) {
+    return ncclAllGather(dataOf(x->ownRow), dataOf(x->rows), byteSize(x->ownRow), ncclUint8, comm, nullptr);
+  };
+  auto finishShapes = [x, rank = rank_](ncclResult_t result, const std::string& why) {
+    if (result != ncclSuccess) {
+      x->failure = why;
+      return;
+    }
+    x->mismatch = shapeMismatch(x->rows, rank);
+  };
+  auto issueEntries = [x, rank = rank_](ncclComm_t comm) { return exchangeEntries(*x, rank, comm); };
+  auto finishEntries = [x, work](ncclResult_t result, const std::string& why) {
+    if (!x->failure.empty()) return work->complete(ncclSystemError, x->failure);
+    if (!x->mismatch.empty()) return work->complete(ncclInvalidUsage, x->mismatch);
+    if (result != ncclSuccess) return work->complete(result, why);
+    try {
+      at::NoGradGuard noGrad;
+      x->user.copy_(sumOfEntries(*x));
+    } catch (const std::exception& e) {
+      return work->complete(ncclInternalError, std::string("after the collective: ") + e.what());
+    }
+    work->complete(ncclSuccess, "");
+  };
   // Together: another thread's collective between the two would meet, on a peer, the
   // other job of this call.
   std::vector<CollectiveQueue::Step> steps;
-  steps.push_back(CollectiveQueue::Step{"allreduce_sparse (shapes)",
-                                        [x](ncclComm_t comm) {
-                                          return ncclAllGather(dataOf(x->ownRow), dataOf(x->rows), byteSize(x->ownRow),
-                                                               ncclUint8, comm, nullptr);
-                                        },
-                                        [x, rank = rank_](ncclResult_t result, const std::string& why) {
-                                          if (result != ncclSuccess) {
-                                            x->failure = why;
-                                            return;
-                                          }
-                                          x->mismatch = shapeMismatch(x->rows, rank);
-                                        }});
-  steps.push_back(CollectiveQueue::Step{"allreduce_sparse (indices and values)",
-                                        [x, rank = rank_](ncclComm_t comm) { return exchangeEntries(*x, rank, comm); },
-                                        [x, work](ncclResult_t result, const std::string& why) {
-                                          if (!x->failure.empty()) return work->complete(ncclSystemError, x->failure);
-                                          if (!x->mismatch.empty())
-                                            return work->complete(ncclInvalidUsage, x->mismatch);
-                                          if (result != ncclSuccess) return work->complete(result, why);
-                                          try {
-                                            at::NoGradGuard noGrad;
-                                            x->user.copy_(sumOfEntries(*x));
-                                          } catch (const std::exception& e) {
-                                            return work->complete(ncclInternalError,
-                                                                  std::string("after the collective: ") + e.what());
-                                          }
-                                          work->complete(ncclSuccess, "");
-                                        }});
+  steps.push_back({"allreduce_sparse (shapes)", issueShapes, finishShapes});
+  steps.push_back({"allreduce_sparse (indices and values)", issueEntries, finishEntries});
   queue_->pushTogether(std::move(steps), opts.timeout);
   return work;
 }
