@@ -4,6 +4,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "future_completer.h"
+
 namespace chorus_torch {
 
 const char* profilingTitle(const std::string& prefix, c10d::OpType type) {
@@ -107,15 +109,17 @@ void ChorusWork::complete(ncclResult_t result, const std::string& message) {
     outputs = outputs_;
     error = error_;
   }
-  // The work first: a caller woken by the future then finds the work completed too.
+  // The work first: a caller woken by the future then finds the work completed too. The
+  // future on the completer's threads: its callbacks may wait for this queue's next jobs.
   if (error.empty()) {
     finish();
-    future_->markCompleted(c10::IValue(outputs));
+    FutureCompleter::instance().post(
+        [future = future_, outputs = std::move(outputs)] { future->markCompleted(c10::IValue(outputs)); });
     return;
   }
   auto exception = std::make_exception_ptr(std::runtime_error("chorus: " + error));
   finish(exception);
-  future_->setError(exception);
+  FutureCompleter::instance().post([future = future_, exception] { future->setError(exception); });
 }
 
 }  // namespace chorus_torch

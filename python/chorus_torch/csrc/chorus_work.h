@@ -1,6 +1,7 @@
 // ChorusWork: what a chorus backend call returns. It completes on a CollectiveQueue
 // thread; wait() raises Chorus' error message, and getFuture() (what DDP waits on)
-// carries the output tensors. A work may stand for several parts (the calls of a
+// carries the output tensors, completed right after on a FutureCompleter thread
+// (future_completer.h), where its callbacks run. A work may stand for several parts (the calls of a
 // coalesced block, or the sends and receives of batch_isend_irecv): it completes when
 // the last part does, with the first part's error if any failed.
 #pragma once
@@ -31,7 +32,7 @@ class ChorusWork final : public c10d::Work {
   // One more part (and its outputs) that must complete before this work does.
   void addPart(const std::vector<at::Tensor>& outputs);
   // From a queue's thread, once per part: the last completes the work (wakes wait()),
-  // then the future.
+  // then hands the future to the completer.
   void complete(ncclResult_t result, const std::string& message);
 
  private:

@@ -6,6 +6,8 @@
 #include <exception>
 #include <utility>
 
+#include "future_completer.h"
+
 namespace chorus_torch {
 
 std::string describeResult(ncclResult_t result) {
@@ -78,6 +80,7 @@ void CollectiveQueue::push(std::string op, Issue issue, Finish finish, std::chro
 }
 
 void CollectiveQueue::pushTogether(std::vector<Step> steps, std::chrono::milliseconds timeout) {
+  FutureCompleter::instance().onIssue();  // a callback that issues passes the completions' order on
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const Clock::time_point now = Clock::now();
