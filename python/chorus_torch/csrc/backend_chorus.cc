@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "chorus.h"
+#include "future_completer.h"
 #include "tensor_types.h"
 
 namespace chorus_torch {
@@ -227,6 +228,9 @@ void ChorusBackend::close() {
   withoutGil([this] {
     peers_.reset();
     queue_.reset();
+    // The works' futures too, whose callbacks must not run while the interpreter shuts down
+    // (bounded: a callback may be blocked for good).
+    FutureCompleter::instance().drain(std::chrono::steady_clock::now() + std::chrono::seconds(10));
   });
 }
 

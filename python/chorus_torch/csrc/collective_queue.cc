@@ -80,7 +80,6 @@ void CollectiveQueue::push(std::string op, Issue issue, Finish finish, std::chro
 }
 
 void CollectiveQueue::pushTogether(std::vector<Step> steps, std::chrono::milliseconds timeout) {
-  FutureCompleter::instance().onIssue();  // a callback that issues passes the completions' order on
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const Clock::time_point now = Clock::now();
@@ -88,6 +87,9 @@ void CollectiveQueue::pushTogether(std::vector<Step> steps, std::chrono::millise
       jobs_.push_back(Job{std::move(step.op), std::move(step.issue), std::move(step.finish), now, timeout});
   }
   wake_.notify_one();
+  // Once queued (not before: the next completion's jobs must come after these), a callback
+  // that issued passes the completions' order on.
+  FutureCompleter::instance().onIssue();
 }
 
 std::vector<JobTiming> CollectiveQueue::timings() const {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <system_error>
 #include <thread>
 
 namespace chorus_torch {
@@ -14,6 +15,7 @@ namespace {
 constexpr std::chrono::seconds kIdleEnd{10};
 // The completion this thread runs while it holds the order (0: none).
 thread_local uint64_t tHolding = 0;
+thread_local bool tCompleterThread = false;
 
 // The process's completer: never destroyed (see the header). A child made by fork() has
 // none of its parent's threads, so it starts with a completer of its own.
@@ -42,6 +44,12 @@ void FutureCompleter::post(std::function<void()> completion) {
   wake_.notify_all();
 }
 
+bool FutureCompleter::drain(Clock::time_point deadline) {
+  if (tCompleterThread) return true;  // it would wait for its own completion
+  std::unique_lock<std::mutex> lock(mutex_);
+  return wake_.wait_until(lock, deadline, [this] { return pending_.empty() && idle_ == threads_; });
+}
+
 void FutureCompleter::onIssue() {
   if (tHolding == 0) return;  // not a completer thread, or its completion holds no order
   {
@@ -59,9 +67,14 @@ int FutureCompleter::threads() const {
 }
 
 void FutureCompleter::startThreadLocked() {
+  try {
+    std::thread([this] { serve(); }).detach();
+  } catch (const std::system_error& e) {  // the threads there are go on; a stalled order may wait
+    std::fprintf(stderr, "chorus: could not start a thread for works' futures: %s\n", e.what());
+    return;
+  }
   ++threads_;
-  ++idle_;  // counted idle from now: a second post needs no second thread
-  std::thread([this] { serve(); }).detach();
+  ++idle_;  // idle from now (it takes the lock before it looks): a second post needs no second thread
 }
 
 bool FutureCompleter::mayTakeLocked(Clock::time_point now) const {
@@ -69,22 +82,28 @@ bool FutureCompleter::mayTakeLocked(Clock::time_point now) const {
 }
 
 void FutureCompleter::serve() {
+  tCompleterThread = true;
   std::unique_lock<std::mutex> lock(mutex_);
   Clock::time_point idleSince = Clock::now();
   for (;;) {  // idle_ counts this thread here
     const Clock::time_point now = Clock::now();
     if (!mayTakeLocked(now)) {
-      if (pending_.empty() && now - idleSince >= kIdleEnd && threads_ > 1) break;
-      // Until the order is free, or until its holder counts as stalled.
-      const Clock::time_point until = pending_.empty() ? idleSince + kIdleEnd
-                                      : orderHeld_     ? heldSince_ + kStalled
-                                                       : now;
-      wake_.wait_until(lock, until);
+      if (!pending_.empty()) {
+        wake_.wait_until(lock, heldSince_ + kStalled);  // the order is held: until it counts as stalled
+      } else if (threads_ == 1) {
+        wake_.wait(lock);  // the last thread stays, without a deadline
+      } else if (now - idleSince >= kIdleEnd) {
+        break;
+      } else {
+        wake_.wait_until(lock, idleSince + kIdleEnd);
+      }
       continue;
     }
     std::function<void()> completion = std::move(pending_.front());
     pending_.pop_front();
     --idle_;
+    // Someone must be left to take the next one should this callback block for good.
+    if (!pending_.empty() && idle_ == 0) startThreadLocked();
     const uint64_t mine = ++holder_;  // a stalled holder's order is taken over
     orderHeld_ = true;
     heldSince_ = Clock::now();

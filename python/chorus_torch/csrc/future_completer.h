@@ -12,8 +12,9 @@
 //   - or when its completion has run for kStalled without either: it is taken to wait for
 //     something else to complete first (a future of a later job), and the next completion
 //     goes ahead, so no completion ever waits for good behind a blocked callback.
-// A thread is started whenever a completion is posted and no thread is idle; threads idle
-// for a while end, down to one. Torch-free: completions are plain functions.
+// A thread is started whenever completions are pending and no thread is idle (so one is
+// always there to take over a stalled order); threads idle for a while end, down to one. Torch-free: completions are
+// plain functions.
 #pragma once
 
 #include <chrono>
@@ -43,6 +44,11 @@ class FutureCompleter {
   // whose completion holds the order, passes the order on. Cheap elsewhere.
   void onIssue();
 
+  // Waits, until `deadline`, for every completion posted so far to have run, so that none
+  // runs a callback while the interpreter shuts down (a group's shutdown calls it without
+  // the GIL). False at the deadline. From a completer thread it returns at once.
+  bool drain(std::chrono::steady_clock::time_point deadline);
+
   // Threads now alive, for tests.
   int threads() const;
 
@@ -57,7 +63,9 @@ class FutureCompleter {
   std::condition_variable wake_;
   std::deque<std::function<void()>> pending_;
   int threads_ = 0;
-  int idle_ = 0;            // threads waiting (not running a completion)
+  // Threads waiting (not running a completion): one at least while completions are
+  // pending, to take over a stalled order.
+  int idle_ = 0;
   bool orderHeld_ = false;  // a running completion holds the order
   uint64_t holder_ = 0;     // which: the number of the completion taken last
   Clock::time_point heldSince_{};
