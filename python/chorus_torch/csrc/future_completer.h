@@ -13,8 +13,8 @@
 //     something else to complete first (a future of a later job), and the next completion
 //     goes ahead, so no completion ever waits for good behind a blocked callback.
 // A thread is started whenever completions are pending and no thread is idle (so one is
-// always there to take over a stalled order); threads idle for a while end, down to one. Torch-free: completions are
-// plain functions.
+// always there to take over a stalled order); threads idle for a while end, down to one.
+// Torch-free: completions are plain functions.
 #pragma once
 
 #include <chrono>
