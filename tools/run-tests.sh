@@ -12,25 +12,25 @@ status=$?
 
 failed="$build/Testing/Temporary/LastTestsFailed.log"
 log="$build/Testing/Temporary/LastTest.log"
+# LastTestsFailed.log lines read "<number>:<name>"; LastTest.log has one section per test,
+# from "<n>/<total> Testing: <name>" to the next such line.
+failedNames() { cut -d: -f2- "$failed"; }
+sectionOf() {
+  awk -v name="$1" '/ Testing: / { inside = (substr($0, index($0, " Testing: ") + 10) == name) } inside' "$log"
+}
 if [[ -r $failed && -r $log ]]; then
   echo
   echo "=== run-tests: the output of each failed test (from $log) ==="
-  # LastTestsFailed.log lines read "<number>:<name>"; LastTest.log has one section per test,
-  # from "<n>/<total> Testing: <name>" to the next such line.
-  cut -d: -f2- "$failed" | while IFS= read -r name; do
+  failedNames | while IFS= read -r name; do
     echo "--- $name (last 200 lines) ---"
-    awk -v name="$name" '
-      / Testing: / { inside = (substr($0, index($0, " Testing: ") + 10) == name) }
-      inside' "$log" | tail -n 200
+    sectionOf "$name" | tail -n 200
   done
   # A digest last, for logs read only from their tail: each failed test's failure lines.
   echo "=== run-tests: digest ==="
-  cut -d: -f2- "$failed" | while IFS= read -r name; do
-    awk -v name="$name" '
-      / Testing: / { inside = (substr($0, index($0, " Testing: ") + 10) == name) }
-      inside && /Failure|WARN|[Ee]rror|[Ff]ailed|Expected|Which is|[Tt]imed out|rank [0-9]/' "$log" |
+  failedNames | while IFS= read -r name; do
+    sectionOf "$name" | grep -E 'Failure|WARN|[Ee]rror|[Ff]ailed|Expected|Which is|[Tt]imed out|rank [0-9]' |
       grep -Ev '^(Test Failed|Command: |Directory: |")' | tail -n 6 | sed "s|^|$name: |" | cut -c1-400
   done
-  echo "=== run-tests: failed: $(cut -d: -f2- "$failed" | tr '\n' ' ')==="
+  echo "=== run-tests: failed: $(failedNames | tr '\n' ' ')==="
 fi
 exit "$status"
