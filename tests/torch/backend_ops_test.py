@@ -122,6 +122,19 @@ def gathers_and_scatters(rank, world):
     if rank == root:
         for r in range(world):
             check(gathered[r], torch.tensor([r, -r]), f"gather block {r}")
+    # gather_single: one flat (or stacked) tensor at the root; the others pass none.
+    whole = torch.full((world, 2, 3), -1.0) if rank == root else None
+    dist.gather_single(torch.full((2, 3), float(rank) + 0.25), whole, dst=root)
+    if rank == root:
+        check(whole, torch.stack([torch.full((2, 3), float(r) + 0.25) for r in range(world)]), "gather_single")
+        raises(lambda: dist.gather_single(torch.ones(2), torch.empty(2 * world + 1), dst=root),
+               "gather_single into a wrong-sized output succeeded", "gather_single", f"expected world size {world} x 2")
+        raises(lambda: dist.gather_single(torch.ones(2), torch.empty(2, 2 * world)[:, ::2], dst=root),
+               "gather_single into a non-contiguous output succeeded", "must be contiguous")
+    flat = torch.empty(world * 3, dtype=torch.int64) if rank == root else None
+    dist.gather_into_tensor(torch.arange(3) + rank, flat, dst=root)
+    if rank == root:
+        check(flat, torch.cat([torch.arange(3) + r for r in range(world)]), "gather_into_tensor")
     got = torch.empty(3)
     pieces = [torch.full((3,), float(r) + 0.5) for r in range(world)] if rank == 0 else None
     dist.scatter(got, pieces, src=0)

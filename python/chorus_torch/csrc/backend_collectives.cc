@@ -317,6 +317,31 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::gather(std::vector<std::vector<at:
   return collective("gather", c10d::OpType::GATHER, {input}, blocks, {call}, opts.timeout);
 }
 
+// dist.gather_single (gather_into_tensor): the root's one contiguous output holds world size
+// x the input, rank-major; the others pass an empty placeholder, which is not looked at.
+c10::intrusive_ptr<c10d::Work> ChorusBackend::gather_single(at::Tensor& output, at::Tensor& input,
+                                                            const c10d::GatherOptions& opts) {
+  const char* op = "gather_single";
+  const int root = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(root >= 0 && root < size_, "chorus: ", op, ": root ", root, " is out of range for a group of ", size_,
+              " ranks");
+  checkTensor(input, op);
+  const at::Tensor in = input.contiguous();
+  std::vector<at::Tensor> outputs;
+  if (rank_ == root) {
+    checkWorldSized(output, input, true, size_, op);
+    TORCH_CHECK(output.is_contiguous(), "chorus: ", op, ": the output tensor must be contiguous (sizes ",
+                output.sizes(), ", strides ", output.strides(), ")");
+    outputs.push_back(output);
+  }
+  Call call{[in, outputs, root](ncclComm_t comm) {
+              return ncclGather(dataOf(in), outputs.empty() ? nullptr : dataOf(outputs[0]), byteSize(in), ncclUint8,
+                                root, comm, nullptr);
+            },
+            {}};
+  return collective(op, c10d::OpType::GATHER, {input}, outputs, {call}, opts.timeout);
+}
+
 c10::intrusive_ptr<c10d::Work> ChorusBackend::scatter(std::vector<at::Tensor>& outputs,
                                                       std::vector<std::vector<at::Tensor>>& inputs,
                                                       const c10d::ScatterOptions& opts) {
