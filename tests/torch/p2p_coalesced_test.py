@@ -165,6 +165,39 @@ def coalesced_ops(rank, world):
     assert torch.equal(y, fill(3, float(world - 1))), "start/endCoalescing: broadcast"
 
 
+def coalescing_block_left_open(rank, world):
+    """A sync collective inside a block raises (its wait would never return: the block's
+    calls are issued at its end); an exception that leaves a block open makes the next
+    block drop the old block's calls (their works fail) and run its own."""
+    group = dist.group.WORLD
+    t = fill(3, float(rank))
+    try:
+        with dist._coalescing_manager(device=CPU):
+            held = dist.broadcast(t, 0, async_op=True)
+            try:
+                dist.broadcast(t, 0)
+            except RuntimeError as e:
+                assert "coalescing block that has not ended" in str(e), str(e)
+            else:
+                raise AssertionError("a sync broadcast inside a coalescing block returned")
+            raise KeyError("the user's code fails inside the block")
+    except KeyError:
+        pass
+    with dist._coalescing_manager(device=CPU, async_ops=True) as cm:
+        dist.broadcast(t, world - 1, async_op=True)
+    cm.wait()
+    assert torch.equal(t, fill(3, float(world - 1))), "the block after the one left open"
+    try:
+        held.wait()
+    except RuntimeError as e:
+        assert "coalescing block that never ended" in str(e), str(e)
+    else:
+        raise AssertionError("a call of a block left open succeeded")
+    x = fill(2, 1.0)
+    group.allreduce([x]).wait()  # the group works on
+    assert torch.equal(x, fill(2, float(world))), "allreduce after the block left open"
+
+
 def monitored_barriers(rank, world):
     dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
     dist.monitored_barrier(timeout=datetime.timedelta(seconds=30), wait_all_ranks=True)
@@ -267,7 +300,7 @@ def sequence_numbers(rank, world):
 
 
 CHECKS = (irecv_before_isend, isend_then_irecv_fresh_group, batch_isend_irecv_recv_first,
-          many_in_flight_match_in_order, p2p_errors, coalesced_ops, monitored_barriers, non_contiguous,
+          many_in_flight_match_in_order, p2p_errors, coalesced_ops, coalescing_block_left_open, monitored_barriers, non_contiguous,
           sequence_numbers)
 
 

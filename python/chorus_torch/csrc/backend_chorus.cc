@@ -275,6 +275,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::collective(const char* op, c10d::O
     if (coalescing_) {
       for (Call& call : calls) coalescing_->calls.push_back(std::move(call));
       coalescing_->works.push_back(work);
+      work->setHeldInBlock(true);
       coalescing_->outputs.insert(coalescing_->outputs.end(), outputs.begin(), outputs.end());
       coalescing_->timeout = std::max(coalescing_->timeout, timeout);
       return work;
@@ -306,7 +307,21 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::collective(const char* op, c10d::O
 void ChorusBackend::startCoalescing() {
   checkOpen("startCoalescing");
   std::lock_guard<std::mutex> lock(coalescingMutex_);
-  TORCH_CHECK(!coalescing_, "chorus: startCoalescing: the group is coalescing already (endCoalescing first)");
+  if (coalescing_) {
+    // A block that never ended (an exception inside _coalescing_manager leaves it open, and
+    // ProcessGroupNCCL goes on there too): its collectives were never issued; they fail
+    // rather than run late, out of order with the other ranks' calls.
+    const size_t dropped = coalescing_->works.size();
+    TORCH_WARN("chorus: startCoalescing: the previous coalescing block never ended (endCoalescing was not called, ",
+               "as after an exception inside _coalescing_manager); its ", dropped,
+               " collective(s) were not issued and fail");
+    const std::string why = "this collective was recorded in a coalescing block that never ended; it was not issued";
+    for (const auto& work : coalescing_->works) {
+      work->setHeldInBlock(false);
+      work->complete(ncclInvalidUsage, why);
+    }
+    coalescing_->all->complete(ncclInvalidUsage, why);
+  }
   coalescing_ = std::make_unique<Coalesced>();
   // One part until endCoalescing: the work cannot complete before the block ends.
   coalescing_->all =
@@ -322,6 +337,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::endCoalescing() {
     block = std::move(coalescing_);
   }
   auto all = block->all;
+  for (const auto& work : block->works) work->setHeldInBlock(false);
   if (!block->calls.empty()) {
     all->addPart(block->outputs);  // the job of the block's collectives
     block->works.push_back(all);

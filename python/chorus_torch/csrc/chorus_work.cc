@@ -93,6 +93,14 @@ std::vector<at::Tensor> ChorusWork::result() {
   return outputs_;
 }
 
+bool ChorusWork::wait(std::chrono::milliseconds timeout) {
+  TORCH_CHECK(!heldInBlock_, "chorus: wait() on a collective recorded in a coalescing block that has not ended: it ",
+              "is issued when the block ends (endCoalescing, the end of _coalescing_manager's with block), so this ",
+              "wait would never return. Inside the block pass async_op=True and wait after it; if an exception left ",
+              "a block open, the next block drops its calls");
+  return c10d::Work::wait(timeout);
+}
+
 void ChorusWork::addPart(const std::vector<at::Tensor>& outputs) {
   std::lock_guard<std::mutex> lock(partsMutex_);
   ++pending_;

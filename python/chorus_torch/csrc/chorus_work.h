@@ -8,6 +8,7 @@
 
 #include <torch/extension.h>
 
+#include <atomic>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "nccl.h"
@@ -29,6 +30,13 @@ class ChorusWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   uint64_t getSequencenumber() const override { return sequence_; }
 
+  // Raises instead of waiting while the work is held in an open coalescing block: the
+  // block's calls are issued only at its end, so waiting inside the block never returns.
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  // Whether the work's calls are held in an open coalescing block (set when recorded there,
+  // cleared when the block ends or is dropped).
+  void setHeldInBlock(bool held) { heldInBlock_ = held; }
+
   // One more part (and its outputs) that must complete before this work does.
   void addPart(const std::vector<at::Tensor>& outputs);
   // From a queue's thread, once per part: the last completes the work (wakes wait()),
@@ -37,6 +45,7 @@ class ChorusWork final : public c10d::Work {
 
  private:
   const uint64_t sequence_;
+  std::atomic<bool> heldInBlock_{false};
   std::vector<at::Tensor> outputs_;  // under partsMutex_
   std::mutex partsMutex_;
   int pending_;
