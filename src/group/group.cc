@@ -332,25 +332,33 @@ ncclResult_t groupEnd() {
   return result;
 }
 
+// As NCCL's: a NULL simInfo makes this a plain ncclGroupEnd (the group runs), a nested
+// one closes its level, and an invalid simInfo fails the group (its work is dropped and it
+// is closed: nothing of it may run later as another call's).
 ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
+  if (info == nullptr) return groupEnd();
   GroupState& g = currentGroup();
-  if (info == nullptr) {
-    WARN("ncclGroupSimulateEnd: invalid argument: simInfo is NULL");
-    return ncclInvalidArgument;
+  if (g.depth == 0) {
+    WARN("ncclGroupSimulateEnd: invalid usage: not in a group (ncclGroupSimulateEnd without ncclGroupStart)");
+    return ncclInvalidUsage;
   }
-  if (info->magic != 0x74685283u || info->size < sizeof(ncclSimInfo_t)) {
+  if (--g.depth > 0) return ncclSuccess;
+  if ((info->magic != 0x74685283u || info->size < sizeof(ncclSimInfo_t)) && g.error == ncclSuccess) {
     WARN(
         "ncclGroupSimulateEnd: invalid argument: simInfo magic 0x%x size %zu (initialize it with "
-        "NCCL_SIM_INFO_INITIALIZER)",
+        "NCCL_SIM_INFO_INITIALIZER); the group's work is dropped",
         info->magic, info->size);
-    return ncclInvalidArgument;
-  }
-  if (g.depth != 1) {
-    WARN("ncclGroupSimulateEnd: invalid usage: called at group depth %d; it ends the outermost group", g.depth);
-    return ncclInvalidUsage;
+    g.error = ncclInvalidArgument;
   }
   GroupApiEnd apiEnd(g.groupApi);
   pinHeld(g);
+  if (g.error != ncclSuccess) {
+    const ncclResult_t result = g.error;
+    g.error = ncclSuccess;
+    dropPending(g);
+    g.pins.clear();
+    return result;
+  }
   // Every communicator's calls run concurrently with the others': the group takes as
   // long as its slowest communicator. Nothing is executed.
   float estimate = 0;
@@ -365,14 +373,7 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   g.comms.clear();
   g.rmaBefore.clear();  // one-sided calls are not simulated, and do not run either
   g.rmaAfter.clear();
-  ncclResult_t result = g.error;
-  g.error = ncclSuccess;
-  g.depth = 0;
-  if (result != ncclSuccess) {
-    dropPending(g);
-    g.pins.clear();
-    return result;
-  }
+  ncclResult_t result = ncclSuccess;
   info->estimatedTime = estimate;
   INFO(kSubsysTuning, "ncclGroupSimulateEnd: estimated %.2f us", estimate);
   if (!g.inits.empty()) result = launchGroup(g);  // pending inits still happen

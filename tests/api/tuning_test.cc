@@ -9,6 +9,7 @@
 // others, with a 64 MiB AllReduce as the one large real call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -413,25 +414,46 @@ RankOutcome simulateOnRank(ncclComm_t comm) {
   }
   if (recv != untouched) log.add("a simulated AllReduce wrote the receive buffer");
 
-  // A NULL or uninitialised simInfo is rejected; the group stays open, nothing runs.
+  // As NCCL: an uninitialised or too small simInfo fails with ncclInvalidArgument and
+  // closes the group, dropping its work (a later call runs as itself, not into that group).
   ncclSimInfo_t garbage;
   std::memset(&garbage, 0x3C, sizeof(garbage));
   ncclSimInfo_t tooSmall = NCCL_SIM_INFO_INITIALIZER;
   tooSmall.size = sizeof(size_t);
-  if (ncclGroupStart() != ncclSuccess) log.add("ncclGroupStart failed");
+  int nranks = 0;
+  ncclCommCount(comm, &nranks);
+  auto sumIsRanks = [&](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [&](float x) { return x == static_cast<float>(nranks); });
+  };
+  for (ncclSimInfo_t* bad : {&garbage, &tooSmall}) {
+    if (ncclGroupStart() != ncclSuccess) log.add("ncclGroupStart failed");
+    ncclAllReduce(send.data(), recv.data(), counts[1], ncclFloat32, ncclSum, comm, nullptr);
+    const ncclResult_t r = ncclGroupSimulateEnd(bad);
+    if (r != ncclInvalidArgument)
+      log.add(std::string("ncclGroupSimulateEnd(") + (bad == &garbage ? "garbage" : "size 8") + ") returned " +
+              resultName(r));
+    std::vector<float> lone(counts[1], 0.0f);
+    const ncclResult_t after = ncclAllReduce(send.data(), lone.data(), counts[1], ncclFloat32, ncclSum, comm, nullptr);
+    if (after != ncclSuccess || !sumIsRanks(lone))
+      log.add("an AllReduce after a rejected simInfo returned " + resultName(after) + " and did not sum");
+  }
+  // A nested one closes its level only; the outermost simulates.
+  if (ncclGroupStart() != ncclSuccess || ncclGroupStart() != ncclSuccess) log.add("ncclGroupStart failed");
   ncclAllReduce(send.data(), recv.data(), counts[1], ncclFloat32, ncclSum, comm, nullptr);
-  ncclResult_t nullResult = ncclGroupSimulateEnd(nullptr);
-  ncclResult_t garbageResult = ncclGroupSimulateEnd(&garbage);
-  ncclResult_t tooSmallResult = ncclGroupSimulateEnd(&tooSmall);
-  if (nullResult != ncclInvalidArgument) log.add("ncclGroupSimulateEnd(NULL) returned " + resultName(nullResult));
-  if (garbageResult != ncclInvalidArgument)
-    log.add("ncclGroupSimulateEnd(garbage) returned " + resultName(garbageResult));
-  if (tooSmallResult != ncclInvalidArgument)
-    log.add("ncclGroupSimulateEnd(size 8) returned " + resultName(tooSmallResult));
-  ncclSimInfo_t valid = NCCL_SIM_INFO_INITIALIZER;
-  ncclResult_t closing = ncclGroupSimulateEnd(&valid);
-  if (closing != ncclSuccess) log.add("ncclGroupSimulateEnd after the rejected ones returned " + resultName(closing));
+  ncclSimInfo_t inner = NCCL_SIM_INFO_INITIALIZER, outer = NCCL_SIM_INFO_INITIALIZER;
+  const ncclResult_t innerResult = ncclGroupSimulateEnd(&inner);
+  const ncclResult_t outerResult = ncclGroupSimulateEnd(&outer);
+  if (innerResult != ncclSuccess || outerResult != ncclSuccess || !(outer.estimatedTime > 0))
+    log.add("nested ncclGroupSimulateEnd returned " + resultName(innerResult) + ", then " + resultName(outerResult) +
+            " with an estimate of " + std::to_string(outer.estimatedTime) + " us");
   if (recv != untouched) log.add("an AllReduce of a rejected or simulated group ran");
+  // A NULL simInfo is a plain ncclGroupEnd: the group runs.
+  std::vector<float> ran(counts[1], 0.0f);
+  if (ncclGroupStart() != ncclSuccess) log.add("ncclGroupStart failed");
+  ncclAllReduce(send.data(), ran.data(), counts[1], ncclFloat32, ncclSum, comm, nullptr);
+  const ncclResult_t nullResult = ncclGroupSimulateEnd(nullptr);
+  if (nullResult != ncclSuccess || !sumIsRanks(ran))
+    log.add("ncclGroupSimulateEnd(NULL) returned " + resultName(nullResult) + " and did not run the group");
   // Outside any group there is nothing to end.
   ncclSimInfo_t outside = NCCL_SIM_INFO_INITIALIZER;
   ncclResult_t outsideResult = ncclGroupSimulateEnd(&outside);
@@ -440,8 +462,6 @@ RankOutcome simulateOnRank(ncclComm_t comm) {
   // The communicator still works, and the simulated calls did not linger in it.
   std::vector<float> sum(counts[1], 0.0f);
   ncclResult_t real = ncclAllReduce(send.data(), sum.data(), counts[1], ncclFloat32, ncclSum, comm, nullptr);
-  int nranks = 0;
-  ncclCommCount(comm, &nranks);
   if (real != ncclSuccess) log.add("a real AllReduce after simulating returned " + resultName(real));
   for (float v : sum) {
     if (v != static_cast<float>(nranks)) {
