@@ -46,6 +46,11 @@ struct GroupState {
   // Scratch of launchGroup and runBlocking, kept so that a warm call allocates nothing.
   std::vector<ncclComm*> blocking;
   GroupLaunch launch;
+
+  // A thread that ends inside a group: its calls never run, and its communicators are let
+  // go (a later thread whose state lands at this address must not find them claimed as
+  // its own, with calls queued by a stack that is gone).
+  ~GroupState();
 };
 thread_local GroupState tGroup;
 
@@ -304,6 +309,15 @@ void dropPending(GroupState& g) {
 }
 
 }  // namespace
+
+GroupState::~GroupState() {
+  if (depth == 0 && claimed.empty()) return;
+  WARN("ncclGroupStart without ncclGroupEnd: a thread ended inside a group (depth %d); its calls are dropped", depth);
+  pinHeld(*this);
+  dropPending(*this);
+  pins.clear();
+  depth = 0;
+}
 
 ncclResult_t groupStart() {
   ++currentGroup().depth;

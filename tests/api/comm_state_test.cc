@@ -176,6 +176,30 @@ TEST(CommState, AnotherThreadsCallIsRefusedWhileAGroupHoldsTheCommunicator) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// A thread that ends inside a group (no ncclGroupEnd): its calls never run, and the
+// communicator is not left claimed by it. Later threads (whose thread-local group state
+// may land at the dead one's address) get their calls run, not queued into that group.
+TEST(CommState, AThreadEndingInsideAGroupLetsGoOfItsCommunicator) {
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+  std::vector<float> send(64, 3.0f), abandoned(64, 0.0f);
+  std::thread([&] {
+    ncclGroupStart();
+    ncclAllReduce(send.data(), abandoned.data(), send.size(), ncclFloat32, ncclSum, comm, nullptr);
+  }).join();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> got(64, 0.0f);
+    ncclResult_t r = ncclInternalError;
+    std::thread([&] {
+      r = ncclAllReduce(send.data(), got.data(), send.size(), ncclFloat32, ncclSum, comm, nullptr);
+    }).join();
+    EXPECT_EQ(r, ncclSuccess) << "round " << round << ": " << lastError();
+    EXPECT_EQ(got, send) << "round " << round << ": the call returned without running";
+  }
+  EXPECT_EQ(abandoned, std::vector<float>(64, 0.0f)) << "the dead thread's group ran";
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 TEST(CommState, RevokeIsLocalAndOnce) {
   std::vector<ncclComm_t> comms(2, nullptr);
   ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
