@@ -17,8 +17,11 @@
 //    but is the correctly rounded answer.
 //  - Max/Min on floating types follow fmaxf/fminf, as NCCL does on the GPU: when
 //    exactly one operand is NaN the other is returned; when both are, the second
-//    (a NaN). This makes the result independent of reduction order. The chosen
-//    operand is returned as stored (no rounding).
+//    (a NaN). Of two zeros Max takes +0 and Min -0, whichever comes first (fmaxf
+//    may return either; a ring that combines an element on more than one rank must
+//    get the same bits on each). So the result does not depend on the reduction
+//    order, except for which NaN's payload survives. The chosen operand is returned
+//    as stored (no rounding).
 #pragma once
 
 #include <cstddef>
@@ -47,14 +50,25 @@ CHORUS_HD T wrappingMul(T a, T b) {
   return T(WrapType<T>(a) * WrapType<T>(b));
 }
 
+// Whether `a` is the zero of the wanted sign and `b` the other zero (1/x tells -0 from +0
+// on host and device alike). Integers have one zero.
+template <typename F>
+CHORUS_HD bool zeroOfSignFirst(F a, F b, bool negative) {
+  if constexpr (std::is_floating_point_v<F>) {
+    return a == F(0) && b == F(0) && ((F(1) / a < F(0)) == negative) && ((F(1) / b < F(0)) != negative);
+  } else {
+    return false;
+  }
+}
+
 // fmax/fmin on any arithmetic type (NaN compares false, so `x != x` is the NaN test).
 template <typename F>
 CHORUS_HD bool pickFirstForMax(F a, F b) {
-  return a > b || b != b;
+  return a > b || b != b || zeroOfSignFirst(a, b, false);
 }
 template <typename F>
 CHORUS_HD bool pickFirstForMin(F a, F b) {
-  return a < b || b != b;
+  return a < b || b != b || zeroOfSignFirst(a, b, true);
 }
 
 }  // namespace detail

@@ -148,6 +148,30 @@ TEST(ReduceOpsTest, MaxMinIgnoreNaNLikeFmax) {
   expectNaNLosesMaxMin<Fp8E5M2>(Fp8E5M2{0x7f}, fromFloat<Fp8E5M2>(1.0f), fromFloat<Fp8E5M2>(2.0f));
 }
 
+// Of two zeros Max takes +0 and Min -0 from either side, so ranks that combine the same
+// values in different orders get the same bits.
+template <typename T>
+void expectZeroSignIsOrderFree(T plus, T minus) {
+  auto max = [](T a, T b) { return RedOp<T, RedKind::Max>{}.reduce(a, b); };
+  auto min = [](T a, T b) { return RedOp<T, RedKind::Min>{}.reduce(a, b); };
+  auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
+  EXPECT_TRUE(same(max(plus, minus), plus));
+  EXPECT_TRUE(same(max(minus, plus), plus));
+  EXPECT_TRUE(same(min(plus, minus), minus));
+  EXPECT_TRUE(same(min(minus, plus), minus));
+  EXPECT_TRUE(same(max(minus, minus), minus));
+  EXPECT_TRUE(same(min(plus, plus), plus));
+}
+
+TEST(ReduceOpsTest, MaxMinOfZerosDoNotDependOnOrder) {
+  expectZeroSignIsOrderFree<float>(0.0f, -0.0f);
+  expectZeroSignIsOrderFree<double>(0.0, -0.0);
+  expectZeroSignIsOrderFree<Half>(Half{0x0000}, Half{0x8000});
+  expectZeroSignIsOrderFree<BFloat16>(BFloat16{0x0000}, BFloat16{0x8000});
+  expectZeroSignIsOrderFree<Fp8E4M3>(Fp8E4M3{0x00}, Fp8E4M3{0x80});
+  expectZeroSignIsOrderFree<Fp8E5M2>(Fp8E5M2{0x00}, Fp8E5M2{0x80});
+}
+
 // ---- 16- and 8-bit floats: through float, rounded once ----
 
 TEST(ReduceOpsTest, HalfArithmeticIsCorrectlyRounded) {
