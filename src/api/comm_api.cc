@@ -186,20 +186,24 @@ ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myra
 ncclResult_t pncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   const char* func = "ncclCommInitAll";
   CHORUS_CHECK(checkNotNull(comms, "comms", func));
-  if (ndev < 1) {
-    WARN("%s: invalid argument: ndev %d must be at least 1", func, ndev);
+  // As NCCL: a negative count or device is an invalid argument, a duplicate device invalid
+  // usage, and no devices at all nothing to do.
+  if (ndev < 0) {
+    WARN("%s: invalid argument: ndev %d is negative", func, ndev);
     return ncclInvalidArgument;
   }
+  if (ndev == 0) return ncclSuccess;
   if (devlist) {
     std::set<int> seen;
     for (int i = 0; i < ndev; ++i) {
+      if (devlist[i] < 0) {
+        WARN("%s: invalid argument: devlist[%d] = %d is negative", func, i, devlist[i]);
+        return ncclInvalidArgument;
+      }
       // Several ranks on one GPU only when asked for (executor_choice.h).
-      const bool duplicate = !seen.insert(devlist[i]).second && envInt("CHORUS_ALLOW_SHARED_GPU", 0) != 1;
-      if (devlist[i] < 0 || duplicate) {
-        WARN(
-            "%s: invalid argument: devlist[%d] = %d is negative or a duplicate (CHORUS_ALLOW_SHARED_GPU=1 allows "
-            "duplicates)",
-            func, i, devlist[i]);
+      if (!seen.insert(devlist[i]).second && envInt("CHORUS_ALLOW_SHARED_GPU", 0) != 1) {
+        WARN("%s: invalid usage: devlist[%d] = %d is a duplicate (CHORUS_ALLOW_SHARED_GPU=1 allows duplicates)", func,
+             i, devlist[i]);
         return ncclInvalidUsage;
       }
     }

@@ -243,8 +243,14 @@ TEST(Validation, CommInitRankArgumentsAreChecked) {
   expectRejected(ncclCommInitRank(&comm, 2, id, -1), "rank", "rank -1");
   expectRejected(ncclCommInitRank(nullptr, 1, id, 0), "comm", "null comm pointer");
   expectRejected(ncclCommInitAll(nullptr, 1, nullptr), "comm", "InitAll null comm array");
-  ncclComm_t comms[1];
-  expectRejected(ncclCommInitAll(comms, 0, nullptr), "ndev", "InitAll ndev 0");
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  expectRejected(ncclCommInitAll(comms, -1, nullptr), "ndev", "InitAll ndev -1");
+  const int negative[] = {0, -5};
+  expectRejected(ncclCommInitAll(comms, 2, negative), "devlist[1] = -5", "InitAll devlist -5");
+  const int twice[] = {0, 0};
+  EXPECT_EQ(ncclCommInitAll(comms, 2, twice), ncclInvalidUsage) << "as NCCL: a duplicate device is invalid usage";
+  EXPECT_EQ(ncclCommInitAll(comms, 0, nullptr), ncclSuccess) << "as NCCL: no devices, nothing to do";
+  EXPECT_EQ(comms[0], nullptr);
   EXPECT_EQ(ncclGetUniqueId(nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclGetVersion(nullptr), ncclInvalidArgument);
 }
