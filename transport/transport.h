@@ -30,6 +30,7 @@ struct PeerInfo {
   int channelsWanted;   // what this rank's cores can serve; the communicator takes the minimum
   int trafficClass;     // ncclConfig_t.trafficClass for this rank's network connections, or -1
   char netName[32];     // ncclConfig_t.netName: the net this rank's connections use ("": the process's)
+  int netMissing;       // 1: the net this rank asked for by name (netName, or NCCL_NET) is not usable
   int deterministic;    // CHORUS_DETERMINISTIC as this rank read it: every rank must agree
   int gpuComm;          // 1: a GPU communicator (its calls run on the CUDA executor)
   int ringPosition;     // a GPU communicator's: its GPU's place in its host's ring (topo::GpuRoute), or -1

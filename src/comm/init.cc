@@ -21,6 +21,7 @@
 #include "src/report/hang_report.h"
 #include "src/topo/topo_init.h"
 #include "src/tune/tuner_plugin.h"
+#include "transport/net/net_choice.h"
 
 namespace chorus {
 namespace {
@@ -44,6 +45,10 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   info.lenderRank = comm->lender != nullptr ? comm->lender->rank : -1;
   info.boardWanted = boardWanted(info) ? 1 : 0;
   snprintf(info.netName, sizeof(info.netName), "%s", comm->config.netName.c_str());
+  // A net asked for by name must be usable at init, as NCCL's net init checks, even when no
+  // connection will need it (one host). Only then is it chosen this early.
+  const bool netAsked = !comm->config.netName.empty() || !envValue("NCCL_NET").value_or("").empty();
+  info.netMissing = netAsked && netNamed(comm->config.netName) == nullptr ? 1 : 0;
   info.hostHash = localHostHash();
   struct stat st;
   info.shmDevId = stat("/dev/shm", &st) == 0 ? static_cast<uint64_t>(st.st_dev) : 0;
@@ -55,6 +60,21 @@ PeerInfo localPeerInfo(const ncclComm* comm) {
   announceThisProcess(info.processId);
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   return info;
+}
+
+// A rank whose named net is missing fails the init on every rank alike (the peers would
+// otherwise wait for it in the set-up's next exchange).
+ncclResult_t checkNamedNetsUsable(const ncclComm* comm) {
+  ncclResult_t result = ncclSuccess;
+  for (const PeerInfo& p : comm->peers) {
+    if (!p.netMissing) continue;
+    WARN(
+        "init: rank %d asked for a net that is not usable (config->netName \"%s\", or NCCL_NET when empty); see "
+        "its WARN",
+        p.rank, p.netName);
+    result = ncclInvalidUsage;
+  }
+  return result;
 }
 
 // Deterministic mode changes which steps a reduction takes, so every rank must be in it or
@@ -349,6 +369,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   comm->peers[comm->rank] = localPeerInfo(comm);
   // Ranks per host decide the channels each can serve: learn them first, then share the wish.
   CHORUS_CHECK(comm->bootstrap->allGather(comm->peers.data(), sizeof(PeerInfo)));
+  CHORUS_CHECK(checkNamedNetsUsable(comm));
   CHORUS_CHECK(checkDeterministicAgreed(comm));
   CHORUS_CHECK(checkGpusNotShared(*comm));
   comm->kernelLanes = kernelLaneBudget(comm->peers);

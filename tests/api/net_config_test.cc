@@ -84,5 +84,31 @@ TEST(NetName, PicksTheCommunicatorsNet) {
     if (c) ncclCommDestroy(c);
 }
 
+// As NCCL: a missing named net fails the init even on one host, where no connection
+// needs a net; every rank fails, not only the one that asked.
+TEST(NetName, AMissingNetFailsTheInitOnOneHost) {
+  std::vector<ncclComm_t> comms(2, nullptr);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclConfig_t asks = NCCL_CONFIG_INITIALIZER;
+  asks.netName = "NoSuchNet";
+  ncclConfig_t plain = NCCL_CONFIG_INITIALIZER;
+  std::vector<ncclResult_t> results(2, ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) results[r] = ncclCommInitRankConfig(&comms[r], 2, id, r, r == 1 ? &asks : &plain);
+  const ncclResult_t end = ncclGroupEnd();
+  EXPECT_EQ(end, ncclInvalidUsage);
+  const std::string why = ncclGetLastError(nullptr);
+  EXPECT_NE(why.find("rank 1 asked for a net that is not usable"), std::string::npos) << why;
+  for (ncclComm_t c : comms) {
+    ncclResult_t state = ncclSuccess;
+    if (c != nullptr) {
+      ncclCommGetAsyncError(c, &state);
+      EXPECT_NE(state, ncclSuccess) << "a rank's communicator came up";
+      ncclCommDestroy(c);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chorus_test
