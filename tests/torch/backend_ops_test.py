@@ -176,6 +176,18 @@ def async_work_and_errors(rank, world):
     result = work.get_future().wait()
     assert work.is_completed()
     check(result[0], torch.full((1 << 16,), float(world)), "future's tensor")
+    # After wait() or is_completed(), the future holds the result too (as gloo's): its value()
+    # must not find it still pending on the thread that completes futures.
+    for i in range(200):
+        t = torch.full((4,), float(i))
+        work = dist.all_reduce(t, async_op=True)
+        if i % 2:
+            work.wait()
+        else:
+            while not work.is_completed():
+                pass
+        assert work.get_future().done(), f"round {i}: the work completed before its future"
+        check(work.get_future().value()[0], torch.full((4,), float(i * world)), f"round {i}: future's value")
     # An argument only Chorus checks: its message arrives as the Python exception.
     raises(lambda: dist.broadcast(torch.ones(2), src=world + 3),
            "broadcast from a root outside the group succeeded", "ncclBroadcast", f"root {world + 3} is out of range")

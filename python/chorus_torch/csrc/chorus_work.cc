@@ -98,8 +98,21 @@ bool ChorusWork::wait(std::chrono::milliseconds timeout) {
               "is issued when the block ends (endCoalescing, the end of _coalescing_manager's with block), so this ",
               "wait would never return. Inside the block pass async_op=True and wait after it; if an exception left ",
               "a block open, the next block drops its calls");
-  return c10d::Work::wait(timeout);
+  // The future completes on a completer thread right after the work (with its error, when
+  // wait() raises it); a callback waiting here for a later work of its group waits at most
+  // for the completer to hand the order on.
+  bool done = false;
+  try {
+    done = c10d::Work::wait(timeout);
+  } catch (...) {
+    if (c10d::Work::isCompleted()) future_->wait();  // not when the wait timed out
+    throw;
+  }
+  future_->wait();
+  return done;
 }
+
+bool ChorusWork::isCompleted() { return c10d::Work::isCompleted() && future_->completed(); }
 
 void ChorusWork::addPart(const std::vector<at::Tensor>& outputs) {
   std::lock_guard<std::mutex> lock(partsMutex_);
