@@ -99,16 +99,17 @@ bool ChorusWork::wait(std::chrono::milliseconds timeout) {
               "wait would never return. Inside the block pass async_op=True and wait after it; if an exception left ",
               "a block open, the next block drops its calls");
   // The future completes on a completer thread right after the work (with its error, when
-  // wait() raises it); a callback waiting here for a later work of its group waits at most
-  // for the completer to hand the order on.
+  // wait() raises it). Not waited for from a callback: its completion may be queued behind
+  // the callback's own, and would run only once the completer gave up on that one.
+  const bool settleFuture = !FutureCompleter::onCompleterThread();
   bool done = false;
   try {
     done = c10d::Work::wait(timeout);
   } catch (...) {
-    if (c10d::Work::isCompleted()) future_->wait();  // not when the wait timed out
+    if (settleFuture && c10d::Work::isCompleted()) future_->wait();  // not when the wait timed out
     throw;
   }
-  future_->wait();
+  if (settleFuture) future_->wait();
   return done;
 }
 

@@ -33,7 +33,7 @@ class ChorusWork final : public c10d::Work {
   // Raises instead of waiting while the work is held in an open coalescing block: the
   // block's calls are issued only at its end, so waiting inside the block never returns.
   // Returns once the future is completed too (as gloo's): after wait() or isCompleted(),
-  // get_future().value() holds the result.
+  // get_future().value() holds the result (a callback's wait() does not wait for that).
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   bool isCompleted() override;
   // Whether the work's calls are held in an open coalescing block (set when recorded there,

@@ -50,6 +50,8 @@ bool FutureCompleter::drain(Clock::time_point deadline) {
   return wake_.wait_until(lock, deadline, [this] { return pending_.empty() && idle_ == threads_; });
 }
 
+bool FutureCompleter::onCompleterThread() { return tCompleterThread; }
+
 void FutureCompleter::onIssue() {
   if (tHolding == 0) return;  // not a completer thread, or its completion holds no order
   {

@@ -49,6 +49,9 @@ class FutureCompleter {
   // the GIL). False at the deadline. From a completer thread it returns at once.
   bool drain(std::chrono::steady_clock::time_point deadline);
 
+  // Whether the calling thread is one of a completer's (a callback runs on it).
+  static bool onCompleterThread();
+
   // Threads now alive, for tests.
   int threads() const;
 
