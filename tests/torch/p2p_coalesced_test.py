@@ -299,9 +299,40 @@ def sequence_numbers(rank, world):
     assert seqs == [4] * world, seqs
 
 
+def groups_made_again_in_one_store(rank, world):
+    """destroy_process_group, then init_process_group on the same store, three times: the
+    group gets the same name each time (PyTorch counts groups from 0 again), so keys a
+    group left in the store must not serve the next one. Rank 0 comes late to each step,
+    so the others would find the last group's unique ids and barrier answer first."""
+    import time
+    store = dist.distributed_c10d._get_default_store()
+    dist.destroy_process_group()
+    for round_ in range(3):
+        if rank == 0:
+            time.sleep(0.5)
+        dist.init_process_group("chorus", store=store, rank=rank, world_size=world)
+        t = fill(3, float(rank + round_))
+        dist.all_reduce(t)
+        assert torch.equal(t, fill(3, float(sum(range(world)) + world * round_))), f"round {round_}: all_reduce"
+        if rank == 0:
+            time.sleep(0.5)
+            dist.send(fill(2, float(round_)), 1)
+        elif rank == 1:
+            got = fill(2, -1.0)
+            dist.recv(got, 0)
+            assert torch.equal(got, fill(2, float(round_))), f"round {round_}: recv got {got}"
+        if rank == 0:
+            time.sleep(0.5)
+            store.set(f"test/rank0_at_barrier/{round_}", "1")
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+        assert store.check([f"test/rank0_at_barrier/{round_}"]), f"round {round_}: passed the barrier before rank 0"
+        dist.destroy_process_group()
+    dist.init_process_group("chorus", store=store, rank=rank, world_size=world)  # for the runner's destroy
+
+
 CHECKS = (irecv_before_isend, isend_then_irecv_fresh_group, batch_isend_irecv_recv_first,
           many_in_flight_match_in_order, p2p_errors, coalesced_ops, coalescing_block_left_open, monitored_barriers, non_contiguous,
-          sequence_numbers)
+          sequence_numbers, groups_made_again_in_one_store)
 
 
 def every_check(rank, world):

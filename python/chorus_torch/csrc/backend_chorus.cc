@@ -14,7 +14,7 @@ namespace chorus_torch {
 
 namespace {
 
-constexpr const char* kUniqueIdKey = "chorus/unique_id";
+constexpr const char* kUniqueIdKey = "unique_id";
 
 // Rank 0 makes the unique id and puts it in the group's store; the others wait for it
 // there (bounded by the store's own timeout). Then every rank joins, non-blocking.
@@ -45,6 +45,16 @@ ncclComm_t joinCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int ra
     TORCH_CHECK(false, "chorus: joining the communicator (rank ", rank, " of ", size, ") failed: ", why);
   }
   return comm;
+}
+
+// The group's keys, under the number of groups of this name made before it in this store:
+// a store outlives destroy_process_group, and a group made again gets the same name
+// (PyTorch counts groups from 0 again), so fixed keys would hand it the last one's unique
+// ids and barrier answers. Every rank of a group adds once, and every rank of one group
+// has added before any rank makes the next (the communicator's set-up needs them all).
+c10::intrusive_ptr<c10d::Store> storeOfThisGroup(const c10::intrusive_ptr<c10d::Store>& store, int size) {
+  const int64_t joined = store->add("chorus/ranks_joined", 1);
+  return c10::make_intrusive<c10d::PrefixStore>("chorus/" + std::to_string((joined - 1) / size), store);
 }
 
 // A store of its own for the backend's threads (a TCPStore client is one connection).
@@ -86,17 +96,24 @@ void withoutGil(Fn fn) {
 
 ChorusBackend::ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                              c10::intrusive_ptr<Options> options, std::string name)
-    : c10d::Backend(rank, size), options_(std::move(options)), name_(std::move(name)), store_(store) {
-  queue_ = std::make_unique<CollectiveQueue>(joinCommunicator(store, rank, size, options_->timeout), options_->timeout);
-  peers_ = std::make_unique<PeerChannels>(ownStore(store), rank, options_->timeout);
+    : c10d::Backend(rank, size),
+      options_(std::move(options)),
+      name_(std::move(name)),
+      store_(storeOfThisGroup(store, size)) {
+  queue_ =
+      std::make_unique<CollectiveQueue>(joinCommunicator(store_, rank, size, options_->timeout), options_->timeout);
+  peers_ = std::make_unique<PeerChannels>(ownStore(store_), rank, options_->timeout);
   init();
 }
 
 ChorusBackend::ChorusBackend(const c10::intrusive_ptr<c10d::Store>& store, ncclComm_t comm, int rank, int size,
                              c10::intrusive_ptr<Options> options, std::string name)
-    : c10d::Backend(rank, size), options_(std::move(options)), name_(std::move(name)), store_(store) {
+    : c10d::Backend(rank, size),
+      options_(std::move(options)),
+      name_(std::move(name)),
+      store_(storeOfThisGroup(store, size)) {
   queue_ = std::make_unique<CollectiveQueue>(comm, options_->timeout);
-  peers_ = std::make_unique<PeerChannels>(ownStore(store), rank, options_->timeout);
+  peers_ = std::make_unique<PeerChannels>(ownStore(store_), rank, options_->timeout);
   init();
 }
 
@@ -204,7 +221,7 @@ c10::intrusive_ptr<c10d::Backend> ChorusBackend::shrink(const std::vector<int64_
               "chorus: shrink: the new communicator does not say its rank and size");
   // The new group's keys (its sends' unique ids) apart from this group's: the surviving
   // ranks shrink this group in the same order, so they count alike.
-  auto store = c10::make_intrusive<c10d::PrefixStore>("chorus/shrink/" + std::to_string(shrinks_++), store_);
+  auto store = c10::make_intrusive<c10d::PrefixStore>("shrink/" + std::to_string(shrinks_++), store_);
   return c10::make_intrusive<ChorusBackend>(store, *child, rank, size, options, name_);
 }
 
@@ -388,27 +405,27 @@ void ChorusBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
   checkOpen("monitored_barrier");
   const auto timeout = opts.timeout.count() >= 0 ? opts.timeout : options_->timeout;
   const auto started = Clock::now();
-  const std::string prefix = "chorus/monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
+  const std::string prefix = "monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
   auto arrived = [&](int r) { return prefix + "arrived/" + std::to_string(r); };
-  const std::string released = prefix + "released";
-  const std::string failed = prefix + "failed";
+  // Rank 0's answer: kReleased, or why the barrier failed.
+  const std::string answer = prefix + "answer";
+  static const std::string kReleased = "released";
+  auto tell = [&](const std::string& what) { store_->set(answer, std::vector<uint8_t>(what.begin(), what.end())); };
   if (size_ == 1) return;
   if (rank_ != 0) {
     store_->set(arrived(rank_), std::vector<uint8_t>{1});
-    // Rank 0 answers within its timeout; wait for the answer as long as the group's.
-    const auto deadline = started + std::max(timeout, options_->timeout);
-    auto answered = [&] { return store_->check({released}) || store_->check({failed}); };
-    auto nap = std::chrono::microseconds(100);
-    while (!answered() && Clock::now() < deadline) {
-      std::this_thread::sleep_for(nap);
-      nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(20));
-    }
-    if (store_->check({released})) return;
-    std::string why =
-        "rank 0 did not answer within " + std::to_string(std::max(timeout, options_->timeout).count()) + " ms";
-    if (store_->check({failed})) {
-      const auto bytes = store_->get(failed);
-      why = std::string(bytes.begin(), bytes.end());
+    // Rank 0 answers within its timeout; wait for the answer as long as the group's, in
+    // the store (not polling): rank 0 may end its process, and with it often the store's
+    // server, right after it answered.
+    const auto patience = std::max(timeout, options_->timeout);
+    std::string why;
+    try {
+      store_->wait({answer}, patience);
+      const std::vector<uint8_t> bytes = store_->get(answer);
+      why.assign(bytes.begin(), bytes.end());
+      if (why == kReleased) return;
+    } catch (const std::exception& e) {
+      why = "rank 0 did not answer within " + std::to_string(patience.count()) + " ms (" + e.what() + ")";
     }
     TORCH_CHECK(false, "Rank ", rank_,
                 " successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0. "
@@ -428,7 +445,7 @@ void ChorusBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
           "Rank 0 timed out in monitoredBarrier after " + std::to_string(timeout.count()) + " ms. " +
           (processed.empty() ? std::string("No ranks successfully processed in monitoredBarrier.")
                              : "Successfully processed ranks: " + done.str());
-      store_->set(failed, std::vector<uint8_t>(message.begin(), message.end()));
+      tell(message);
       TORCH_CHECK(false, message);
     }
     if (awaitStoreKey(*store_, arrived(r), deadline)) {
@@ -439,7 +456,7 @@ void ChorusBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
     if (!waitAllRanks) break;
   }
   if (missing.empty()) {
-    store_->set(released, std::vector<uint8_t>{1});
+    tell(kReleased);
     return;
   }
   std::ostringstream ranks;
@@ -447,7 +464,7 @@ void ChorusBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait
   const std::string message = std::string("[Rank 0]: ") + (missing.size() == 1 && !waitAllRanks ? "Rank " : "Ranks ") +
                               ranks.str() + " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) +
                               " ms";
-  store_->set(failed, std::vector<uint8_t>(message.begin(), message.end()));
+  tell(message);
   TORCH_CHECK(false, message);
 }
 

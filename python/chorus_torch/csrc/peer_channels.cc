@@ -46,7 +46,7 @@ ncclComm_t PeerChannels::connect(int peer, bool sending, const std::function<boo
   const int dst = sending ? peer : rank_;
   const std::string what = "the " + std::string(sending ? "send" : "receive") + " channel " + std::to_string(src) +
                            " -> " + std::to_string(dst);
-  const std::string key = "chorus/p2p/" + std::to_string(src) + "->" + std::to_string(dst);
+  const std::string key = "p2p/" + std::to_string(src) + "->" + std::to_string(dst);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_.load());
   ncclUniqueId id;
   if (sending) {
