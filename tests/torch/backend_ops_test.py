@@ -167,6 +167,7 @@ def all_to_all_and_p2p(rank, world):
         for w in works:
             w.wait()
         check(got, torch.full((1000,), float(prev)), "isend/irecv ring")
+        assert works[1].source_rank() == prev, f"irecv's source_rank() is {works[1].source_rank()}, not {prev}"
     dist.barrier()
 
 
@@ -194,6 +195,14 @@ def async_work_and_errors(rank, world):
     # A bitwise reduce gathers, so no NCCL call checks its root: the backend does.
     raises(lambda: dist.reduce(torch.ones(2, dtype=torch.int32), dst=world + 3, op=R.BOR),
            "a bitwise reduce to a root outside the group succeeded", f"root {world + 3} is out of range")
+    # A tensor whose elements share memory cannot take a result: refused at the call.
+    raises(lambda: dist.all_reduce(torch.ones(1).expand(4)), "all_reduce into an expanded tensor was accepted",
+           "share memory")
+    raises(lambda: dist.broadcast(torch.ones(1).expand(4), src=0), "broadcast into an expanded tensor was accepted",
+           "share memory")
+    flat = torch.empty(2 * world)
+    dist.all_gather_into_tensor(flat, torch.full((1,), float(rank)).expand(2))  # one only read is fine
+    check(flat, torch.arange(world, dtype=torch.float32).repeat_interleave(2), "all_gather of an expanded input")
     t = torch.ones(3)
     dist.all_reduce(t)  # the group still works after the errors
     check(t, torch.full((3,), float(world)), "all_reduce after errors")

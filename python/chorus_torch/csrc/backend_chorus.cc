@@ -480,6 +480,7 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::pointToPoint(const char* op, c10d:
   if (!sending) outputs.push_back(tensor);
   auto work = c10::make_intrusive<ChorusWork>(rank_, type, ++p2pSequence_, outputs, 1, profilingTitle(name_, type),
                                               std::vector<at::Tensor>{tensor});
+  if (!sending) work->setSourceRank(peer);
   c10::intrusive_ptr<ChorusWork> all;
   {
     std::lock_guard<std::mutex> lock(coalescingMutex_);

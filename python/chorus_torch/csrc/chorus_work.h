@@ -36,6 +36,9 @@ class ChorusWork final : public c10d::Work {
   // get_future().value() holds the result (a callback's wait() does not wait for that).
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   bool isCompleted() override;
+  // A receive's sender (as gloo's recv works tell); other works raise, as the base does.
+  int sourceRank() const override { return sourceRank_ >= 0 ? sourceRank_ : c10d::Work::sourceRank(); }
+  void setSourceRank(int rank) { sourceRank_ = rank; }
   // Whether the work's calls are held in an open coalescing block (set when recorded there,
   // cleared when the block ends or is dropped).
   void setHeldInBlock(bool held) { heldInBlock_ = held; }
@@ -49,6 +52,7 @@ class ChorusWork final : public c10d::Work {
  private:
   const uint64_t sequence_;
   std::atomic<bool> heldInBlock_{false};
+  int sourceRank_ = -1;
   std::vector<at::Tensor> outputs_;  // under partsMutex_
   std::mutex partsMutex_;
   int pending_;

@@ -1,5 +1,7 @@
 #include "tensor_types.h"
 
+#include <ATen/MemoryOverlap.h>
+
 namespace chorus_torch {
 
 void checkTensor(const at::Tensor& tensor, const char* what) {
@@ -12,6 +14,11 @@ void checkTensor(const at::Tensor& tensor, const char* what) {
 }
 
 Staged stage(const at::Tensor& tensor, Staged::Use use) {
+  // Refused at the call, before anything runs: a result cannot be written back into a
+  // tensor whose elements share memory (expand(), as_strided).
+  TORCH_CHECK(use == Staged::Use::Read || at::has_internal_overlap(tensor) != at::MemOverlap::Yes,
+              "chorus: a tensor the call writes has elements that share memory (sizes ", tensor.sizes(), ", strides ",
+              tensor.strides(), ", as from expand()): pass a tensor with memory of its own (.clone())");
   if (tensor.is_contiguous()) return {tensor, tensor};
   if (use == Staged::Use::Write)
     return {tensor, at::empty(tensor.sizes(), tensor.options().memory_format(at::MemoryFormat::Contiguous))};
