@@ -78,6 +78,14 @@ int64_t envInt(const char* name, int64_t fallback) {
   return *v;
 }
 
+int64_t envIntInRange(const char* name, int64_t fallback, int64_t low, int64_t high) {
+  const int64_t v = envInt(name, fallback);
+  if (v >= low && v <= high) return v;
+  WARN("Invalid value %lld for %s: it must be in [%lld, %lld]; using default %lld", static_cast<long long>(v), name,
+       static_cast<long long>(low), static_cast<long long>(high), static_cast<long long>(fallback));
+  return fallback;
+}
+
 std::string envString(const char* name, const std::string& fallback) {
   auto value = envValue(name);
   return value ? *value : fallback;

@@ -13,6 +13,9 @@ std::optional<std::string> envValue(const char* name);
 
 // An integer setting; `fallback` when unset or not a number (a WARN names the bad value).
 int64_t envInt(const char* name, int64_t fallback);
+// envInt within [low, high]: a value outside is refused with a WARN naming the range, and
+// `fallback` is used, as for a malformed one.
+int64_t envIntInRange(const char* name, int64_t fallback, int64_t low, int64_t high);
 
 // A setting's text as an integer (decimal, 0x hex, 0 octal), or nullopt when it is not one.
 std::optional<int64_t> parseIntSetting(const std::string& text);

@@ -110,7 +110,7 @@ ncclResult_t readIntFields(const ncclConfig_t* user, CommConfig* out, int* block
 
 ncclResult_t parseConfig(const ncclConfig_t* user, CommConfig* out, const char* func) {
   *out = CommConfig{};
-  int blocking = static_cast<int>(envInt("NCCL_COMM_BLOCKING", 1));
+  int blocking = static_cast<int>(envIntInRange("NCCL_COMM_BLOCKING", 1, 0, 1));
   out->splitShare = envInt("NCCL_COMM_SPLIT_SHARE_RESOURCES", 0) != 0;
   out->shrinkShare = envInt("NCCL_COMM_SHRINK_SHARE_RESOURCES", 0) != 0;
   if (user != nullptr) {

@@ -21,7 +21,7 @@
 namespace chorus {
 
 int bootstrapTimeoutSeconds() {
-  int64_t seconds = envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300);
+  int64_t seconds = envIntInRange("CHORUS_BOOTSTRAP_TIMEOUT", 300, 0, INT32_MAX);
   return static_cast<int>(std::clamp<int64_t>(seconds, 1, 1000000));
 }
 

@@ -24,7 +24,7 @@ bool everyRankCanUseBoard(const ncclComm* comm) {
 }  // namespace
 
 bool boardWanted(const PeerInfo& self) {
-  return self.gpuComm == 0 && envInt("NCCL_SHM_DISABLE", 0) == 0 && envInt("CHORUS_BOARD", 1) != 0;
+  return self.gpuComm == 0 && envInt("NCCL_SHM_DISABLE", 0) == 0 && envIntInRange("CHORUS_BOARD", 1, 0, 1) != 0;
 }
 
 void offerBoard(ncclComm* comm) {

@@ -122,10 +122,12 @@ int slotCountFromEnv() {
 // NCCL_MIN/MAX_NCHANNELS bound a rank's wish for channels; the config's minCTAs/maxCTAs,
 // where set, bound it instead.
 int boundChannels(int wanted, const CommConfig& config) {
-  const int minChannels =
-      config.minChannels > 0 ? config.minChannels : static_cast<int>(envInt("NCCL_MIN_NCHANNELS", 1));
-  const int maxChannels =
-      config.maxChannels > 0 ? config.maxChannels : static_cast<int>(envInt("NCCL_MAX_NCHANNELS", kMaxChannels));
+  const int minChannels = config.minChannels > 0
+                              ? config.minChannels
+                              : static_cast<int>(envIntInRange("NCCL_MIN_NCHANNELS", 1, 0, INT32_MAX));
+  const int maxChannels = config.maxChannels > 0
+                              ? config.maxChannels
+                              : static_cast<int>(envIntInRange("NCCL_MAX_NCHANNELS", kMaxChannels, 1, INT32_MAX));
   wanted = std::min(wanted, std::max(1, maxChannels));
   wanted = std::max(wanted, std::min(std::max(1, minChannels), kMaxChannels));
   return std::min(wanted, kMaxChannels);
@@ -361,7 +363,7 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   // Kept after init, as NCCL's threads do: this thread's later lines name this communicator
   // until another call or work sets its own.
   setLogContext(comm->rank, comm->config.commName);
-  comm->deterministic = envInt("CHORUS_DETERMINISTIC", 0) != 0;
+  comm->deterministic = envIntInRange("CHORUS_DETERMINISTIC", 0, 0, 1) != 0;
   CHORUS_CHECK(Bootstrap::create(ids, comm->rank, comm->nranks, &comm->abortFlag, &comm->bootstrap));
   comm->bootstrap->watchRevoke(&comm->revokeFlag);
 
@@ -451,8 +453,8 @@ ncclResult_t initCommunicator(ncclComm* comm, std::span<const ncclUniqueId> ids)
   attachTunerPlugin(comm, ids);
   comm->refreshView();
   comm->localRanks = localRanks;
-  comm->timeoutSec = static_cast<double>(envInt("CHORUS_TIMEOUT", 600));
-  comm->fingerprints = envInt("CHORUS_FINGERPRINTS", 1) != 0;
+  comm->timeoutSec = static_cast<double>(envIntInRange("CHORUS_TIMEOUT", 600, 0, INT32_MAX));
+  comm->fingerprints = envIntInRange("CHORUS_FINGERPRINTS", 1, 0, 1) != 0;
   armReportSignal();
   comm->sendSeq.assign(comm->nranks, 0);
   comm->recvSeq.assign(comm->nranks, 0);

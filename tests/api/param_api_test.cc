@@ -222,6 +222,34 @@ TEST_F(ParamApi, InitWarnsAboutUnknownAndUnhonouredVariables) {
   for (ncclComm_t c : again) ncclCommDestroy(c);
 }
 
+// A number outside what a setting means (a negative timeout, a switch set to 7) is refused
+// with a WARN naming the range, and the default is used; CHORUS_TIMEOUT=-1 turned the
+// timeout off, and the switches took any non-zero value as on, without a word.
+TEST_F(ParamApi, ValuesOutOfRangeAreRefusedNamingTheRange) {
+  ScopedEnv env;
+  env.set("CHORUS_TIMEOUT", "-1");
+  env.set("CHORUS_FINGERPRINTS", "2");
+  env.set("NCCL_MAX_NCHANNELS", "0");
+  TuningLogCapture log(env, "INIT");
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+  const std::string text = joined(log);
+  EXPECT_NE(text.find("Invalid value -1 for CHORUS_TIMEOUT: it must be in [0, 2147483647]; using default 600"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Invalid value 2 for CHORUS_FINGERPRINTS: it must be in [0, 1]; using default 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Invalid value 0 for NCCL_MAX_NCHANNELS"), std::string::npos) << text;
+  std::vector<std::vector<float>> data(2, std::vector<float>(32, 1.0f));
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ncclAllReduce(data[r].data(), data[r].data(), 32, ncclFloat32, ncclSum, comms[r], nullptr);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess) << "the communicators work with the defaults";
+  EXPECT_EQ(data[0], std::vector<float>(32, 2.0f));
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+}
+
 TEST_F(ParamApi, DebugSubsysEnvPrintsTheWholeTable) {
   if (!inFreshProcess()) return;  // the settings are reported at a process' first init
   ScopedEnv env;

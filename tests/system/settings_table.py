@@ -17,7 +17,7 @@ if len(table) < 40:
 
 # Reads: envInt/envString/envValue with a literal name, the helpers that take one, and
 # names kept in constants (k...Env = "NAME").
-read = re.compile(r'(?:envInt|envString|envValue|slotBytesFromEnv|rangedSetting|findSetting)\(\s*"([A-Z0-9_]+)"(?:,\s*([^;]*?))?\)')
+read = re.compile(r'(?:envInt|envIntInRange|envString|envValue|slotBytesFromEnv|findSetting)\(\s*"([A-Z0-9_]+)"(?:,\s*([^;]*?))?\)')
 constant = re.compile(r'Env\s*=\s*"([A-Z0-9_]+)"')
 library = [p for d in ("core", "src", "transport", "device") for p in (root / d).rglob("*")
            if p.suffix in (".h", ".cc", ".cu", ".cuh")]

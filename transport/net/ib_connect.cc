@@ -5,26 +5,13 @@
 
 namespace chorus {
 
-namespace {
-
-int rangedSetting(const char* name, int fallback, int low, int high) {
-  int64_t value = envInt(name, fallback);
-  if (value < low || value > high) {
-    WARN("NET/IB : %s=%lld is outside [%d, %d]; using %d", name, static_cast<long long>(value), low, high, fallback);
-    return fallback;
-  }
-  return static_cast<int>(value);
-}
-
-}  // namespace
-
 IbSettings readIbSettings() {
   IbSettings settings;
-  settings.gidIndex = rangedSetting("NCCL_IB_GID_INDEX", -1, -1, 65535);
-  settings.trafficClass = rangedSetting("NCCL_IB_TC", 0, 0, 255);
-  settings.serviceLevel = rangedSetting("NCCL_IB_SL", 0, 0, 15);
-  settings.timeout = rangedSetting("NCCL_IB_TIMEOUT", 20, 1, 31);
-  settings.retryCount = rangedSetting("NCCL_IB_RETRY_CNT", 7, 0, 7);
+  settings.gidIndex = static_cast<int>(envIntInRange("NCCL_IB_GID_INDEX", -1, -1, 65535));
+  settings.trafficClass = static_cast<int>(envIntInRange("NCCL_IB_TC", 0, 0, 255));
+  settings.serviceLevel = static_cast<int>(envIntInRange("NCCL_IB_SL", 0, 0, 15));
+  settings.timeout = static_cast<int>(envIntInRange("NCCL_IB_TIMEOUT", 20, 1, 31));
+  settings.retryCount = static_cast<int>(envIntInRange("NCCL_IB_RETRY_CNT", 7, 0, 7));
   return settings;
 }
 
