@@ -81,7 +81,7 @@ int64_t envInt(const char* name, int64_t fallback) {
 int64_t envIntInRange(const char* name, int64_t fallback, int64_t low, int64_t high) {
   const int64_t v = envInt(name, fallback);
   if (v >= low && v <= high) return v;
-  WARN("Invalid value %lld for %s: it must be in [%lld, %lld]; using default %lld", static_cast<long long>(v), name,
+  WARN("%s=%lld is outside [%lld, %lld]; using the default %lld", name, static_cast<long long>(v),
        static_cast<long long>(low), static_cast<long long>(high), static_cast<long long>(fallback));
   return fallback;
 }

@@ -234,13 +234,10 @@ TEST_F(ParamApi, ValuesOutOfRangeAreRefusedNamingTheRange) {
   ncclComm_t comms[2] = {nullptr, nullptr};
   ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
   const std::string text = joined(log);
-  EXPECT_NE(text.find("Invalid value -1 for CHORUS_TIMEOUT: it must be in [0, 2147483647]; using default 600"),
-            std::string::npos)
+  EXPECT_NE(text.find("CHORUS_TIMEOUT=-1 is outside [0, 2147483647]; using the default 600"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("Invalid value 2 for CHORUS_FINGERPRINTS: it must be in [0, 1]; using default 1"),
-            std::string::npos)
-      << text;
-  EXPECT_NE(text.find("Invalid value 0 for NCCL_MAX_NCHANNELS"), std::string::npos) << text;
+  EXPECT_NE(text.find("CHORUS_FINGERPRINTS=2 is outside [0, 1]; using the default 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("NCCL_MAX_NCHANNELS=0 is outside"), std::string::npos) << text;
   std::vector<std::vector<float>> data(2, std::vector<float>(32, 1.0f));
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < 2; ++r)
