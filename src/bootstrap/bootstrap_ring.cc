@@ -453,8 +453,15 @@ ncclResult_t RingBootstrap::allGather(void* data, size_t bytesPerRank) {
   for (int step = 0; step < nranks_ - 1; ++step) {
     int sendSlot = (rank_ - step + nranks_) % nranks_;
     int recvSlot = (rank_ - step - 1 + nranks_) % nranks_;
-    CHORUS_CHECK(
-        ringExchange(slots + sendSlot * bytesPerRank, slots + recvSlot * bytesPerRank, bytesPerRank, deadline));
+    const ncclResult_t r =
+        ringExchange(slots + sendSlot * bytesPerRank, slots + recvSlot * bytesPerRank, bytesPerRank, deadline);
+    if (r != ncclSuccess) {
+      // The ring is out of step for good: closing it towards the successor fails that
+      // rank's exchange at once too, and so on around the ring, instead of leaving the
+      // others to wait for their timeout (a rank that aborted instead of joining a split).
+      ringSend_.close();
+      return r;
+    }
   }
   return ncclSuccess;
 }

@@ -309,6 +309,32 @@ TEST(CommSplit, RefusesBadArguments) {
   EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// A rank that aborts its parent instead of joining a split: the rank after it on the
+// bootstrap ring fails at once, and closes the ring on to the next, so every rank's split
+// fails promptly (the last one waited for CHORUS_BOOTSTRAP_TIMEOUT, 300 s, and ran into
+// this test's bound).
+TEST(CommSplit, ARankAbortingInsteadOfSplittingFailsEveryRanksSplit) {
+  const int n = 4;
+  std::vector<ncclComm_t> comms(n, nullptr);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess);
+  std::vector<ncclResult_t> results(n, ncclSuccess);
+  std::vector<std::thread> splitters;
+  for (int r = 1; r < n; ++r) {
+    splitters.emplace_back([&, r] {
+      ncclComm_t child = nullptr;
+      results[r] = ncclCommSplit(comms[r], 0, r, &child, nullptr);
+      if (child != nullptr) ncclCommDestroy(child);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
+  const auto bound = Clock::now() + std::chrono::seconds(60);  // the timeout is 300 s
+  for (std::thread& t : splitters) t.join();
+  EXPECT_LT(Clock::now(), bound) << "a rank's split waited for the bootstrap timeout";
+  for (int r = 1; r < n; ++r) EXPECT_NE(results[r], ncclSuccess) << "rank " << r;
+  for (int r = 1; r < n; ++r) ncclCommDestroy(comms[r]);
+}
+
 TEST(CommShrink, DefaultRenumbersTheSurvivors) {
   EXPECT_RANKS_OK(runRanks(LaunchMode::kThreads, 4, [](const RankContext& ctx) {
     if (ctx.rank == 1) return RankOutcome::pass();  // excluded: takes no part
