@@ -116,6 +116,17 @@ def gathers_and_scatters(rank, world):
     got = torch.empty(2)
     dist.reduce_scatter_tensor(got, flat_in, op=R.MAX)
     check(got, (torch.arange(world * 2, dtype=torch.float32) * world)[rank * 2:rank * 2 + 2], "reduce_scatter_tensor MAX")
+    # Bitwise ops, which NCCL lacks: an all-to-all, then each rank combines its blocks.
+    bits = torch.tensor([1 << ((rank * world + r) % 60) | 1 for r in range(world * 2)], dtype=torch.int64)
+    got = torch.empty(2, dtype=torch.int64)
+    dist.reduce_scatter_tensor(got, bits, op=R.BOR)
+    want = [functools.reduce(lambda a, b: a | b, [1 << ((s * world + i) % 60) | 1 for s in range(world)])
+            for i in range(rank * 2, rank * 2 + 2)]
+    check(got, torch.tensor(want, dtype=torch.int64), "reduce_scatter_tensor BOR")
+    flags = [torch.tensor([True, bool((rank + r) % 2)]) for r in range(world)]
+    got = torch.empty(2, dtype=torch.bool)
+    dist.reduce_scatter(got, flags, op=R.BAND)
+    check(got, torch.tensor([True, world == 1 and bool(rank % 2)]), "reduce_scatter BAND on bool")
     root = world - 1
     gathered = [torch.empty(2, dtype=torch.int64) for _ in range(world)] if rank == root else None
     dist.gather(torch.tensor([rank, -rank]), gathered, dst=root)

@@ -363,10 +363,22 @@ std::vector<ChorusBackend::Call> ChorusBackend::reduceScatterCalls(const char* o
                                                                    const at::Tensor& input,
                                                                    const c10d::ReduceOp& reduceOp) {
   const Reduction r = reductionOf(output, reduceOp, op);
-  TORCH_CHECK(r.kind != Reduction::Kind::Bitwise, "chorus: ", op,
-              ": bitwise ops are supported by allreduce and reduce only");
-  const at::Tensor in = reducible(input.contiguous());
   const Staged staged = stage(output, Staged::Use::Write);
+  if (r.kind == Reduction::Kind::Bitwise) {
+    // NCCL has no bitwise ops: every rank's block for this rank comes over an all-to-all,
+    // and this rank combines them.
+    const at::Tensor whole = input.contiguous();
+    const at::Tensor blocks = at::empty({size_ * staged.buffer.numel()}, staged.buffer.options());
+    auto issue = [whole, blocks, perPeer = byteSize(staged.buffer)](ncclComm_t comm) {
+      return ncclAlltoAll(dataOf(whole), dataOf(blocks), perPeer, ncclUint8, comm, nullptr);
+    };
+    auto combine = [blocks, staged, ranks = size_, bitwise = r.bitwise] {
+      combineBitwise(blocks, ranks, bitwise, staged.buffer);
+      staged.copyBack();
+    };
+    return {Call{issue, combine}};
+  }
+  const at::Tensor in = reducible(input.contiguous());
   const at::Tensor out = reducible(staged.buffer);
   auto [issue, after] = reductionSteps(r, [in, out, r](ncclRedOp_t redOp, ncclComm_t comm) {
     return ncclReduceScatter(dataOf(in), dataOf(out), out.numel(), r.type, redOp, comm, nullptr);
