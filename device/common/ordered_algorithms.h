@@ -47,7 +47,7 @@ CHORUS_HD int hopsFromRankZero(const int* ring, int nranks, int rank) {
 // Whether a call runs the ordered programs: a reduction on a communicator in deterministic
 // mode. With two ranks every element is one op of the two values, and sums and products
 // (pre() and post() included) are commutative bit for bit, so every algorithm already gives
-// the fold's bits; max and min choose between +0 and -0, or two NaNs, by operand order.
+// the fold's bits; max and min choose between two NaNs by operand order (their payloads).
 // The plan (which reports the ring) and runItem (which runs the programs) both ask here.
 CHORUS_HD bool runsOrdered(bool deterministic, WorkKind kind, int nranks, RedKind op) {
   return deterministic && combinesValues(kind) && (nranks > 2 || op == RedKind::Max || op == RedKind::Min);

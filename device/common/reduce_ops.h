@@ -24,6 +24,7 @@
 //    as stored (no rounding).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -50,12 +51,14 @@ CHORUS_HD T wrappingMul(T a, T b) {
   return T(WrapType<T>(a) * WrapType<T>(b));
 }
 
-// Whether `a` is the zero of the wanted sign and `b` the other zero (1/x tells -0 from +0
-// on host and device alike). Integers have one zero.
+// Whether `a` and `b` are equal (so both zeros, when their signs differ) and `a` has the
+// wanted sign and `b` not. signbit, not a division: no branch the vectoriser must keep, no
+// FE_DIVBYZERO. Integers have one zero.
 template <typename F>
 CHORUS_HD bool zeroOfSignFirst(F a, F b, bool negative) {
   if constexpr (std::is_floating_point_v<F>) {
-    return a == F(0) && b == F(0) && ((F(1) / a < F(0)) == negative) && ((F(1) / b < F(0)) != negative);
+    using std::signbit;
+    return a == b && signbit(a) == negative && signbit(b) != negative;
   } else {
     return false;
   }
