@@ -1,5 +1,6 @@
 #include "core/env.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -84,6 +85,11 @@ int64_t envIntInRange(const char* name, int64_t fallback, int64_t low, int64_t h
   WARN("%s=%lld is outside [%lld, %lld]; using the default %lld", name, static_cast<long long>(v),
        static_cast<long long>(low), static_cast<long long>(high), static_cast<long long>(fallback));
   return fallback;
+}
+
+int bootstrapTimeoutSeconds() {
+  const int64_t seconds = envIntInRange("CHORUS_BOOTSTRAP_TIMEOUT", 300, 0, INT32_MAX);
+  return static_cast<int>(std::clamp<int64_t>(seconds, 1, 1000000));
 }
 
 std::string envString(const char* name, const std::string& fallback) {

@@ -20,6 +20,10 @@ int64_t envIntInRange(const char* name, int64_t fallback, int64_t low, int64_t h
 // A setting's text as an integer (decimal, 0x hex, 0 octal), or nullopt when it is not one.
 std::optional<int64_t> parseIntSetting(const std::string& text);
 
+// CHORUS_BOOTSTRAP_TIMEOUT in seconds (default 300, 1 to 10^6), read anew on every call:
+// how long set-up may wait for other ranks, for every reader alike.
+int bootstrapTimeoutSeconds();
+
 // A string setting; `fallback` when unset.
 std::string envString(const char* name, const std::string& fallback = "");
 

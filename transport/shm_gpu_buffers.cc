@@ -94,7 +94,7 @@ void* importShared(const GpuFifoMemory& memory, int device, bool byFd, const FdT
     mapped = memory.importHandle(device, handle, why);
   } else {
     int fd = -1;
-    const double timeout = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
+    const double timeout = static_cast<double>(bootstrapTimeoutSeconds());
     *fetched = redeemFd(ticket, peerRank, timeout, &fd);  // redeemFd says why it failed
     if (*fetched == ncclSuccess) {
       mapped = memory.importFd(device, fd, bytes, why);
@@ -237,7 +237,7 @@ ncclResult_t mapReceiverSlots(void* base, const FifoLayout& layout, const GpuFif
                               const std::atomic<uint32_t>* abortFlag, const std::atomic<uint32_t>* revokeFlag,
                               GpuBuffers* out) {
   IpcShare* share = ipcShareOf(base);
-  const double limit = static_cast<double>(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300));
+  const double limit = static_cast<double>(bootstrapTimeoutSeconds());
   uint32_t how = kSlotsPending;
   // The sender shares them as it attaches, in the same set-up: a short wait.
   const SetUpWaitEnd waited = awaitSetUp(

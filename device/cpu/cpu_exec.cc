@@ -91,7 +91,7 @@ void ExecContext::configure(const std::atomic<uint32_t>* abort, const std::atomi
   const bool oversubscribed = localRanks > sysconf(_SC_NPROCESSORS_ONLN);
   spins = oversubscribed ? kOversubscribedSpins : kDefaultSpins;
   driveUs = oversubscribed ? 0 : kDefaultDriveUs;
-  sleepMaxUs = envIntInRange("CHORUS_WAIT_SLEEP_US", 10000, 0, INT32_MAX);
+  sleepMaxUs = envIntInRange("CHORUS_WAIT_SLEEP_US", 10000, 0, INT64_MAX);
 }
 
 void CpuExec::announceSleep(const FifoEnd& end, int delta) {

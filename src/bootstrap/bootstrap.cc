@@ -20,11 +20,6 @@
 
 namespace chorus {
 
-int bootstrapTimeoutSeconds() {
-  int64_t seconds = envIntInRange("CHORUS_BOOTSTRAP_TIMEOUT", 300, 0, INT32_MAX);
-  return static_cast<int>(std::clamp<int64_t>(seconds, 1, 1000000));
-}
-
 int rootOfRank(int rank, int nranks, int nroots) {
   const int perRoot = nranks / nroots;
   const int larger = nranks % nroots;  // roots serving perRoot + 1 ranks, first

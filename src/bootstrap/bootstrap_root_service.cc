@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/debug.h"
+#include "core/env.h"
 #include "core/thread_name.h"
 #include "src/bootstrap/bootstrap_root.h"
 

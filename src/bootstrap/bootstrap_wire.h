@@ -155,7 +155,4 @@ constexpr uint64_t kMaxWireMessageBytes = uint64_t(1) << 32;
 // Seconds an accepted connection may take to present its first message before it is dropped.
 constexpr int kHelloTimeoutSeconds = 5;
 
-// CHORUS_BOOTSTRAP_TIMEOUT in seconds (default 300), read anew on every call.
-int bootstrapTimeoutSeconds();
-
 }  // namespace chorus

@@ -27,6 +27,8 @@ for path in library:
     rel = path.relative_to(root)
     for m in read.finditer(text):
         name, fallback = m[1], (m[2] or "").strip()
+        if m[0].startswith("envIntInRange"):
+            fallback = fallback.split(",")[0].strip()  # then the range
         seen.add(name)
         line = text.count("\n", 0, m.start()) + 1
         if name not in table:

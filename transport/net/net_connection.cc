@@ -20,9 +20,7 @@ namespace {
 constexpr int kTag = 0;  // one stream of steps per comm: tags are not needed
 // For awaitReady: a peer that never connects. 30 s, or CHORUS_BOOTSTRAP_TIMEOUT (how long
 // set-up may wait for other ranks) where that is shorter.
-double connectTimeoutSec() {
-  return static_cast<double>(std::min<int64_t>(30, envInt("CHORUS_BOOTSTRAP_TIMEOUT", 300)));
-}
+double connectTimeoutSec() { return static_cast<double>(std::min(30, bootstrapTimeoutSeconds())); }
 constexpr double kDrainTimeoutSec = 10;  // for the destructor: a peer that stopped receiving
 
 // How long an end's record must stay the same before it is relayed: past a call's usual

@@ -65,7 +65,7 @@ void Proxy::add(ProxyConnection* conn) {
   doorbell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (doorbell_ < 0)
     WARN("NET proxy: eventfd() failed: %s; the proxy thread will nap instead of sleep", strerror(errno));
-  const long sleepMaxUs = doorbell_ < 0 ? 0 : envIntInRange("CHORUS_WAIT_SLEEP_US", 10000, 0, INT32_MAX);
+  const long sleepMaxUs = doorbell_ < 0 ? 0 : envIntInRange("CHORUS_WAIT_SLEEP_US", 10000, 0, INT64_MAX);
   thread_ = std::thread([this, sleepMaxUs] {
     nameThisThread("NCCL Proxy");
     loop(sleepMaxUs);
