@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/debug.h"
+#include "core/env.h"
 
 namespace chorus {
 namespace {
@@ -446,6 +447,13 @@ ncclResult_t RingBootstrap::allGather(void* data, size_t bytesPerRank) {
   if (data == nullptr && bytesPerRank > 0) {
     WARN("Bootstrap allGather: data is null for %zu bytes per rank", bytesPerRank);
     return ncclInvalidArgument;
+  }
+  if (!ringSend_.valid() && nranks_ > 1) {
+    WARN(
+        "Bootstrap allGather: rank %d: the ring was closed when an earlier exchange failed; this communicator's "
+        "set-up jobs (split, shrink, grow) can no longer run: abort it",
+        rank_);
+    return ncclInvalidUsage;
   }
   Deadline deadline(bootstrapTimeoutSeconds(), abortFlag_, revokeFlag_);
   char* slots = static_cast<char*>(data);
