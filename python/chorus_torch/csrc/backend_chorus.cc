@@ -47,14 +47,16 @@ ncclComm_t joinCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int ra
   return comm;
 }
 
-// The group's keys, under the number of groups of this name made before it in this store:
-// a store outlives destroy_process_group, and a group made again gets the same name
-// (PyTorch counts groups from 0 again), so fixed keys would hand it the last one's unique
-// ids and barrier answers. Every rank of a group adds once, and every rank of one group
-// has added before any rank makes the next (the communicator's set-up needs them all).
+// The group's keys, under the number of groups of this name and size made before it in
+// this store: a store outlives destroy_process_group, and a group made again gets the same
+// name (PyTorch counts groups from 0 again), so fixed keys would hand it the last one's
+// unique ids and barrier answers. Every rank of a group adds once, and every rank of one
+// group has added before any rank makes the next (the communicator's set-up needs them
+// all); the size keeps a name that comes back with other members apart.
 c10::intrusive_ptr<c10d::Store> storeOfThisGroup(const c10::intrusive_ptr<c10d::Store>& store, int size) {
-  const int64_t joined = store->add("chorus/ranks_joined", 1);
-  return c10::make_intrusive<c10d::PrefixStore>("chorus/" + std::to_string((joined - 1) / size), store);
+  const std::string sized = "chorus/" + std::to_string(size);
+  const int64_t joined = store->add(sized + "/ranks_joined", 1);
+  return c10::make_intrusive<c10d::PrefixStore>(sized + "/" + std::to_string((joined - 1) / size), store);
 }
 
 // A store of its own for the backend's threads (a TCPStore client is one connection).
@@ -383,89 +385,6 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::endCoalescing() {
   }
   all->complete(ncclSuccess, "");  // the part held since startCoalescing
   return all;
-}
-
-// ---- barriers ----
-
-// An AllReduce of one element: every rank's earlier collectives are done once it completes.
-c10::intrusive_ptr<c10d::Work> ChorusBackend::barrier(const c10d::BarrierOptions& opts) {
-  at::Tensor token = at::zeros({1}, at::kFloat);
-  Call call{[token](ncclComm_t comm) {
-              return ncclAllReduce(dataOf(token), dataOf(token), 1, ncclFloat32, ncclSum, comm, nullptr);
-            },
-            {}};
-  return collective("barrier", c10d::OpType::BARRIER, {}, {}, {call}, opts.timeout);
-}
-
-// Through the store, as gloo's does through send/recv: every other rank reports its
-// arrival, rank 0 waits for each (bounded by the timeout) and then releases them, or names
-// the ranks that did not arrive (the first, or all of them with waitAllRanks) and tells
-// the others that the barrier failed.
-void ChorusBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
-  checkOpen("monitored_barrier");
-  const auto timeout = opts.timeout.count() >= 0 ? opts.timeout : options_->timeout;
-  const auto started = Clock::now();
-  const std::string prefix = "monitored_barrier/" + std::to_string(monitoredBarriers_++) + "/";
-  auto arrived = [&](int r) { return prefix + "arrived/" + std::to_string(r); };
-  // Rank 0's answer: kReleased, or why the barrier failed.
-  const std::string answer = prefix + "answer";
-  static const std::string kReleased = "released";
-  auto tell = [&](const std::string& what) { store_->set(answer, std::vector<uint8_t>(what.begin(), what.end())); };
-  if (size_ == 1) return;
-  if (rank_ != 0) {
-    store_->set(arrived(rank_), std::vector<uint8_t>{1});
-    // Rank 0 answers within its timeout; wait for the answer as long as the group's, in
-    // the store (not polling): rank 0 may end its process, and with it often the store's
-    // server, right after it answered.
-    const auto patience = std::max(timeout, options_->timeout);
-    std::string why;
-    try {
-      store_->wait({answer}, patience);
-      const std::vector<uint8_t> bytes = store_->get(answer);
-      why.assign(bytes.begin(), bytes.end());
-      if (why == kReleased) return;
-    } catch (const std::exception& e) {
-      why = "rank 0 did not answer within " + std::to_string(patience.count()) + " ms (" + e.what() + ")";
-    }
-    TORCH_CHECK(false, "Rank ", rank_,
-                " successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0. "
-                "Please check rank 0 logs for faulty rank. (chorus: ",
-                why, ")");
-  }
-  std::vector<int> missing;
-  std::vector<int> processed;
-  for (int r = 1; r < size_; ++r) {
-    // Without waitAllRanks each rank gets what is left of the timeout; with it, each gets
-    // the whole timeout (as gloo's).
-    const auto deadline = waitAllRanks ? Clock::now() + timeout : started + timeout;
-    if (!waitAllRanks && Clock::now() > deadline) {
-      std::ostringstream done;
-      for (size_t i = 0; i < processed.size(); ++i) done << (i ? ", " : "") << processed[i];
-      const std::string message =
-          "Rank 0 timed out in monitoredBarrier after " + std::to_string(timeout.count()) + " ms. " +
-          (processed.empty() ? std::string("No ranks successfully processed in monitoredBarrier.")
-                             : "Successfully processed ranks: " + done.str());
-      tell(message);
-      TORCH_CHECK(false, message);
-    }
-    if (awaitStoreKey(*store_, arrived(r), deadline)) {
-      processed.push_back(r);
-      continue;
-    }
-    missing.push_back(r);
-    if (!waitAllRanks) break;
-  }
-  if (missing.empty()) {
-    tell(kReleased);
-    return;
-  }
-  std::ostringstream ranks;
-  for (size_t i = 0; i < missing.size(); ++i) ranks << (i ? ", " : "") << missing[i];
-  const std::string message = std::string("[Rank 0]: ") + (missing.size() == 1 && !waitAllRanks ? "Rank " : "Ranks ") +
-                              ranks.str() + " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) +
-                              " ms";
-  tell(message);
-  TORCH_CHECK(false, message);
 }
 
 // ---- send and receive ----
