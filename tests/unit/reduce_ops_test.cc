@@ -121,22 +121,33 @@ TEST(ReduceOpsTest, FloatArithmetic) {
   EXPECT_EQ((reduceOnce<double, RedKind::Min>(-kInf, 3.0)), -kInf);
 }
 
+// Max and Min of two values, and whether two values have the same bits.
+template <typename T>
+T maxOf(T a, T b) {
+  return reduceOnce<T, RedKind::Max>(a, b);
+}
+template <typename T>
+T minOf(T a, T b) {
+  return reduceOnce<T, RedKind::Min>(a, b);
+}
+template <typename T>
+bool sameBits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
 // fmaxf/fminf semantics: a NaN loses against a number, from either side.
 template <typename T>
 void expectNaNLosesMaxMin(T nan, T one, T two) {
-  auto max = [](T a, T b) { return RedOp<T, RedKind::Max>{}.reduce(a, b); };
-  auto min = [](T a, T b) { return RedOp<T, RedKind::Min>{}.reduce(a, b); };
-  auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
-  EXPECT_TRUE(same(max(nan, one), one));
-  EXPECT_TRUE(same(max(one, nan), one));
-  EXPECT_TRUE(same(min(nan, two), two));
-  EXPECT_TRUE(same(min(two, nan), two));
-  EXPECT_TRUE(same(max(one, two), two));
-  EXPECT_TRUE(same(max(two, one), two));
-  EXPECT_TRUE(same(min(one, two), one));
-  EXPECT_TRUE(same(min(two, one), one));
-  EXPECT_TRUE(same(max(nan, nan), nan));
-  EXPECT_TRUE(same(min(nan, nan), nan));
+  EXPECT_TRUE(sameBits(maxOf(nan, one), one));
+  EXPECT_TRUE(sameBits(maxOf(one, nan), one));
+  EXPECT_TRUE(sameBits(minOf(nan, two), two));
+  EXPECT_TRUE(sameBits(minOf(two, nan), two));
+  EXPECT_TRUE(sameBits(maxOf(one, two), two));
+  EXPECT_TRUE(sameBits(maxOf(two, one), two));
+  EXPECT_TRUE(sameBits(minOf(one, two), one));
+  EXPECT_TRUE(sameBits(minOf(two, one), one));
+  EXPECT_TRUE(sameBits(maxOf(nan, nan), nan));
+  EXPECT_TRUE(sameBits(minOf(nan, nan), nan));
 }
 
 TEST(ReduceOpsTest, MaxMinIgnoreNaNLikeFmax) {
@@ -152,15 +163,12 @@ TEST(ReduceOpsTest, MaxMinIgnoreNaNLikeFmax) {
 // values in different orders get the same bits.
 template <typename T>
 void expectZeroSignIsOrderFree(T plus, T minus) {
-  auto max = [](T a, T b) { return RedOp<T, RedKind::Max>{}.reduce(a, b); };
-  auto min = [](T a, T b) { return RedOp<T, RedKind::Min>{}.reduce(a, b); };
-  auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0; };
-  EXPECT_TRUE(same(max(plus, minus), plus));
-  EXPECT_TRUE(same(max(minus, plus), plus));
-  EXPECT_TRUE(same(min(plus, minus), minus));
-  EXPECT_TRUE(same(min(minus, plus), minus));
-  EXPECT_TRUE(same(max(minus, minus), minus));
-  EXPECT_TRUE(same(min(plus, plus), plus));
+  EXPECT_TRUE(sameBits(maxOf(plus, minus), plus));
+  EXPECT_TRUE(sameBits(maxOf(minus, plus), plus));
+  EXPECT_TRUE(sameBits(minOf(plus, minus), minus));
+  EXPECT_TRUE(sameBits(minOf(minus, plus), minus));
+  EXPECT_TRUE(sameBits(maxOf(minus, minus), minus));
+  EXPECT_TRUE(sameBits(minOf(plus, plus), plus));
 }
 
 TEST(ReduceOpsTest, MaxMinOfZerosDoNotDependOnOrder) {
