@@ -308,6 +308,17 @@ void dropPending(GroupState& g) {
   releaseClaims(g);
 }
 
+// The outermost group's recorded failure, taken: its work is dropped, so the group ends
+// without running anything. ncclSuccess when no call inside it failed.
+ncclResult_t takeFailure(GroupState& g) {
+  const ncclResult_t failure = g.error;
+  if (failure != ncclSuccess) {
+    g.error = ncclSuccess;
+    dropPending(g);
+  }
+  return failure;
+}
+
 }  // namespace
 
 GroupState::~GroupState() {
@@ -333,11 +344,8 @@ ncclResult_t groupEnd() {
   if (--g.depth > 0) return ncclSuccess;
   GroupApiEnd apiEnd(g.groupApi);
   pinHeld(g);
-  ncclResult_t result;
-  if (g.error != ncclSuccess) {
-    result = g.error;
-    g.error = ncclSuccess;
-    dropPending(g);
+  ncclResult_t result = takeFailure(g);
+  if (result != ncclSuccess) {
     WARN("ncclGroupEnd: a call inside the group failed (%s); the group's work was dropped", ncclGetErrorString(result));
   } else {
     result = launchGroup(g);
@@ -366,12 +374,9 @@ ncclResult_t groupSimulateEnd(ncclSimInfo_t* info) {
   }
   GroupApiEnd apiEnd(g.groupApi);
   pinHeld(g);
-  if (g.error != ncclSuccess) {
-    const ncclResult_t result = g.error;
-    g.error = ncclSuccess;
-    dropPending(g);
+  if (const ncclResult_t failure = takeFailure(g); failure != ncclSuccess) {
     g.pins.clear();
-    return result;
+    return failure;
   }
   // Every communicator's calls run concurrently with the others': the group takes as
   // long as its slowest communicator. Nothing is executed.
