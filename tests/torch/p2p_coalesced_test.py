@@ -90,18 +90,42 @@ def many_in_flight_match_in_order(rank, world):
     if rank == 1:
         pending.wait()
         assert torch.equal(got, fill(3, 7.0)), "receive pending across a collective"
-    # Tags are accepted and ignored (matching is in order).
+    # Messages match in order per tag, as gloo's: a receive of tag 9 takes the send of tag
+    # 9 though the send of tag 5 came first; untagged ones keep their own order.
     if rank == 0:
-        dist.send(fill(2, 1.0), 1, tag=5)
-        dist.send(fill(2, 2.0), 1, tag=9)
+        works = [dist.isend(fill(2, 1.0), 1, tag=5), dist.isend(fill(2, 2.0), 1, tag=9),
+                 dist.isend(fill(2, 3.0), 1), dist.isend(fill(2, 4.0), 1, tag=5)]
+        for w in works:
+            w.wait()
     elif rank == 1:
-        a, b = torch.empty(2), torch.empty(2)
+        a, b, c, d = (torch.empty(2) for _ in range(4))
         dist.recv(a, 0, tag=9)
         dist.recv(b, 0, tag=5)
-        assert torch.equal(a, fill(2, 1.0)) and torch.equal(b, fill(2, 2.0)), "tagged messages"
+        dist.recv(c, 0)
+        dist.recv(d, 0, tag=5)
+        assert [t[0].item() for t in (a, b, c, d)] == [2.0, 1.0, 3.0, 4.0], f"tagged messages: {a} {b} {c} {d}"
 
 
 def p2p_errors(rank, world):
+    # Each tag is a channel: a rank keeps 64 tags per peer and direction and refuses one
+    # more at the call, naming it (the messages before it arrive whole). On a new group,
+    # which has used no tags yet.
+    tags = dist.new_group(backend="chorus")
+    if rank in (0, 1):
+        got = torch.empty(2)
+        for tag in range(100, 164):
+            if rank == 0:
+                dist.send(fill(2, float(tag)), 1, tag=tag, group=tags)
+            else:
+                dist.recv(got, 0, tag=tag, group=tags)
+                assert torch.equal(got, fill(2, float(tag))), f"tag {tag}"
+        try:
+            dist.send(got, 1, tag=164, group=tags) if rank == 0 else dist.recv(got, 0, tag=164, group=tags)
+        except RuntimeError as e:
+            assert "with tag 164" in str(e) and "64 other tags" in str(e), str(e)
+        else:
+            raise AssertionError("a 65th tag was accepted")
+    dist.destroy_process_group(tags)
     group = dist.group.WORLD
     for call, words in [(lambda: group.send([torch.ones(2)], world + 2, 0), f"destination rank {world + 2} is out"),
                         (lambda: group.recv_anysource([torch.ones(2)], 0), "recv from any source is not supported")]:

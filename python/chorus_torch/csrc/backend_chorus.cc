@@ -390,11 +390,12 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::endCoalescing() {
 // ---- send and receive ----
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::pointToPoint(const char* op, c10d::OpType type, const at::Tensor& tensor,
-                                                           int peer, bool sending) {
+                                                           int peer, int tag, bool sending) {
   checkOpen(op);
   TORCH_CHECK(peer >= 0 && peer < size_, "chorus: ", op, ": ", sending ? "destination" : "source", " rank ", peer,
               " is out of range for a group of ", size_, " ranks");
   const Staged staged = stage(tensor, sending ? Staged::Use::Read : Staged::Use::Write);
+  CollectiveQueue& channel = peers_->channel(peer, sending, tag);
   std::vector<at::Tensor> outputs;
   if (!sending) outputs.push_back(tensor);
   auto work = c10::make_intrusive<ChorusWork>(rank_, type, ++p2pSequence_, outputs, 1, profilingTitle(name_, type),
@@ -409,38 +410,38 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::pointToPoint(const char* op, c10d:
     }
   }
   const int other = PeerChannels::pairPeer(sending);
-  peers_->channel(peer, sending)
-      .push(
-          std::string(op) + (sending ? " to " : " from ") + std::to_string(peer),
-          [staged, other, sending](ncclComm_t comm) {
-            const at::Tensor& data = staged.buffer;
-            return sending ? ncclSend(dataOf(data), byteSize(data), ncclUint8, other, comm, nullptr)
-                           : ncclRecv(dataOf(data), byteSize(data), ncclUint8, other, comm, nullptr);
-          },
-          [work, all, staged, sending](ncclResult_t result, const std::string& why) {
-            std::string failure = why;
-            if (result == ncclSuccess && !sending) {
-              try {
-                at::NoGradGuard noGrad;
-                staged.copyBack();
-              } catch (const std::exception& e) {
-                result = ncclInternalError;
-                failure = std::string("after the receive: ") + e.what();
-              }
-            }
-            work->complete(result, failure);
-            if (all) all->complete(result, failure);
-          });
+  channel.push(
+      std::string(op) + (sending ? " to " : " from ") + std::to_string(peer) +
+          (tag == 0 ? "" : " with tag " + std::to_string(tag)),
+      [staged, other, sending](ncclComm_t comm) {
+        const at::Tensor& data = staged.buffer;
+        return sending ? ncclSend(dataOf(data), byteSize(data), ncclUint8, other, comm, nullptr)
+                       : ncclRecv(dataOf(data), byteSize(data), ncclUint8, other, comm, nullptr);
+      },
+      [work, all, staged, sending](ncclResult_t result, const std::string& why) {
+        std::string failure = why;
+        if (result == ncclSuccess && !sending) {
+          try {
+            at::NoGradGuard noGrad;
+            staged.copyBack();
+          } catch (const std::exception& e) {
+            result = ncclInternalError;
+            failure = std::string("after the receive: ") + e.what();
+          }
+        }
+        work->complete(result, failure);
+        if (all) all->complete(result, failure);
+      });
   return work;
 }
 
-// Tags are ignored, as in PyTorch's NCCL backend: messages from one rank to another match in order.
-c10::intrusive_ptr<c10d::Work> ChorusBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int) {
-  return pointToPoint("send", c10d::OpType::SEND, singleTensor(tensors, "send"), dstRank, true);
+// Messages from one rank to another match in order per tag, as gloo's do.
+c10::intrusive_ptr<c10d::Work> ChorusBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+  return pointToPoint("send", c10d::OpType::SEND, singleTensor(tensors, "send"), dstRank, tag, true);
 }
 
-c10::intrusive_ptr<c10d::Work> ChorusBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int) {
-  return pointToPoint("recv", c10d::OpType::RECV, singleTensor(tensors, "recv"), srcRank, false);
+c10::intrusive_ptr<c10d::Work> ChorusBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+  return pointToPoint("recv", c10d::OpType::RECV, singleTensor(tensors, "recv"), srcRank, tag, false);
 }
 
 c10::intrusive_ptr<c10d::Work> ChorusBackend::recvAnysource(std::vector<at::Tensor>&, int) {

@@ -1,7 +1,7 @@
 // ChorusBackend: torch.distributed's "chorus" backend (a c10d::Backend, PyTorch 2.x), for
 // CPU tensors. Collectives run on one non-blocking Chorus communicator per group, made
 // from a unique id that rank 0 puts in the group's store, on the group's CollectiveQueue;
-// sends and receives run on a two-rank communicator per peer and direction (PeerChannels).
+// sends and receives run on a two-rank communicator per peer, direction and tag (PeerChannels).
 // Every call checks its tensors at once (raising), stages non-contiguous ones through
 // contiguous copies, queues its NCCL calls and returns a ChorusWork that completes when
 // they are done.
@@ -152,7 +152,7 @@ class ChorusBackend final : public c10d::Backend {
                                             std::vector<at::Tensor> outputs, std::vector<Call> calls,
                                             std::chrono::milliseconds timeout);
   c10::intrusive_ptr<c10d::Work> pointToPoint(const char* op, c10d::OpType type, const at::Tensor& tensor, int peer,
-                                              bool sending);
+                                              int tag, bool sending);
 
   // The calls of one reduction (allreduce root -1, reduce), in place on `tensor`.
   std::vector<Call> reductionCalls(const char* op, const at::Tensor& tensor, const c10d::ReduceOp& reduceOp, int root);

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "future_completer.h"
 
@@ -102,15 +103,28 @@ bool ChorusWork::wait(std::chrono::milliseconds timeout) {
   // wait() raises it). Not waited for from a callback: its completion may be queued behind
   // the callback's own, and would run only once the completer gave up on that one.
   const bool settleFuture = !FutureCompleter::onCompleterThread();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool done = false;
   try {
     done = c10d::Work::wait(timeout);
   } catch (...) {
-    if (settleFuture && c10d::Work::isCompleted()) future_->wait();  // not when the wait timed out
+    if (settleFuture && c10d::Work::isCompleted()) settle(timeout == kNoTimeout, deadline);  // not after a time-out
     throw;
   }
-  if (settleFuture) future_->wait();
+  if (settleFuture) settle(timeout == kNoTimeout, deadline);
   return done;
+}
+
+// Waits for the future, within the caller's time-out when it gave one: the work itself is
+// complete by then, and the future's completion may sit behind a slow callback on the
+// completer (one that the caller's own time-out should not outlast).
+void ChorusWork::settle(bool unbounded, std::chrono::steady_clock::time_point deadline) {
+  if (unbounded) {
+    future_->wait();
+    return;
+  }
+  while (!future_->completed() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 bool ChorusWork::isCompleted() { return c10d::Work::isCompleted() && future_->completed(); }

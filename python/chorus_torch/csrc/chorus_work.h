@@ -33,7 +33,8 @@ class ChorusWork final : public c10d::Work {
   // Raises instead of waiting while the work is held in an open coalescing block: the
   // block's calls are issued only at its end, so waiting inside the block never returns.
   // Returns once the future is completed too (as gloo's): after wait() or isCompleted(),
-  // get_future().value() holds the result (a callback's wait() does not wait for that).
+  // get_future().value() holds the result (a callback's wait() does not wait for that);
+  // a wait with a time-out waits for the future only until it expires.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   bool isCompleted() override;
   // A receive's sender (as gloo's recv works tell); other works raise, as the base does.
@@ -50,6 +51,8 @@ class ChorusWork final : public c10d::Work {
   void complete(ncclResult_t result, const std::string& message);
 
  private:
+  void settle(bool unbounded, std::chrono::steady_clock::time_point deadline);
+
   const uint64_t sequence_;
   std::atomic<bool> heldInBlock_{false};
   int sourceRank_ = -1;

@@ -27,26 +27,36 @@ PeerChannels::~PeerChannels() {
   channels_.clear();
 }
 
-CollectiveQueue& PeerChannels::channel(int peer, bool sending) {
+CollectiveQueue& PeerChannels::channel(int peer, bool sending, int tag) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& slot = channels_[{peer, sending}];
-  if (!slot) {
-    slot = std::make_unique<CollectiveQueue>(
-        [this, peer, sending](const std::function<bool()>& cancelled) { return connect(peer, sending, cancelled); },
-        std::chrono::milliseconds(timeoutMs_.load()));
-  }
+  auto found = channels_.find({peer, sending, tag});
+  if (found != channels_.end()) return *found->second;
+  size_t& tags = tagCounts_[{peer, sending}];
+  TORCH_CHECK(tags < kMaxTags, "chorus: ", sending ? "send to " : "recv from ", peer, " with tag ", tag, ": this rank ",
+              "already ", sending ? "sent to" : "received from", " that rank with ", kMaxTags,
+              " other tags, the most it keeps (each tag is a channel of its own, with its thread and connection); ",
+              "reuse tags, or leave them out: messages of one tag match in order");
+  ++tags;
+  auto& slot = channels_[{peer, sending, tag}];
+  slot = std::make_unique<CollectiveQueue>(
+      [this, peer, sending, tag](const std::function<bool()>& cancelled) {
+        return connect(peer, sending, tag, cancelled);
+      },
+      std::chrono::milliseconds(timeoutMs_.load()));
   return *slot;
 }
 
 // On the channel's thread, before its first job: the sender makes the unique id and puts
 // it in the store; the receiver waits for it there. Then both join, bounded by the
 // group's timeout (a receive whose sender never comes fails then).
-ncclComm_t PeerChannels::connect(int peer, bool sending, const std::function<bool()>& cancelled) const {
+ncclComm_t PeerChannels::connect(int peer, bool sending, int tag, const std::function<bool()>& cancelled) const {
   const int src = sending ? rank_ : peer;
   const int dst = sending ? peer : rank_;
+  const std::string tagName = tag == 0 ? "" : " tag " + std::to_string(tag);
   const std::string what = "the " + std::string(sending ? "send" : "receive") + " channel " + std::to_string(src) +
-                           " -> " + std::to_string(dst);
-  const std::string key = "p2p/" + std::to_string(src) + "->" + std::to_string(dst);
+                           " -> " + std::to_string(dst) + tagName;
+  const std::string key =
+      "p2p/" + std::to_string(src) + "->" + std::to_string(dst) + (tag == 0 ? "" : "/" + std::to_string(tag));
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_.load());
   ncclUniqueId id;
   if (sending) {
