@@ -324,6 +324,7 @@ ncclResult_t takeFailure(GroupState& g) {
 GroupState::~GroupState() {
   if (depth == 0 && claimed.empty()) return;
   WARN("ncclGroupStart without ncclGroupEnd: a thread ended inside a group (depth %d); its calls are dropped", depth);
+  GroupApiEnd apiEnd(groupApi);  // a profiler plugin sees the group end, as after a failed ncclGroupEnd
   pinHeld(*this);
   dropPending(*this);
   pins.clear();

@@ -142,5 +142,30 @@ TEST(ProfilerModes, NonBlockingCommunicatorLaunchesOnItsWorker) {
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
+// A thread that ends inside a group: its calls are dropped, and the group's GroupApi
+// event is stopped then (as after a failed ncclGroupEnd), not left open for good.
+TEST(ProfilerModes, AThreadEndingInsideAGroupStopsItsGroupEvent) {
+  ScopedEnv env;
+  env.set("NCCL_PROFILER_PLUGIN", pluginPath());
+  env.unset("CHORUS_TEST_PROFILER_MASK");
+  ProfilerLog profile(env);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitAll(&comm, 1, nullptr), ncclSuccess);
+  int64_t value = 1;
+  std::thread([&] {
+    ncclGroupStart();
+    ncclAllReduce(&value, &value, 1, ncclInt64, ncclSum, comm, nullptr);
+  }).join();
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  std::vector<std::string> problems;
+  const std::vector<ProfiledComm> comms = profile.comms(&problems);
+  ASSERT_EQ(comms.size(), 1u) << joined(problems);
+  const auto groupApis = comms[0].ofType(kGroupApi);
+  ASSERT_EQ(groupApis.size(), 1u) << joined(problems);
+  EXPECT_NE(groupApis[0]->stopAt, std::string::npos) << "the GroupApi event was never stopped";
+  EXPECT_EQ(groupApis[0]->stops, 1);
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
 }  // namespace
 }  // namespace chorus_test
