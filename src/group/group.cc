@@ -11,23 +11,13 @@
 #include "src/comm/shared_connections.h"
 #include "src/enqueue/plan.h"
 #include "src/executor/executor.h"
+#include "src/group/group_jobs.h"
 #include "src/group/launch_run.h"
 #include "src/profiler/profiler.h"
 #include "src/tune/tuner.h"
 
 namespace chorus {
 namespace {
-
-struct InitJob {
-  ncclComm* comm;
-  std::function<ncclResult_t()> run;
-  InitKind kind;
-};
-
-struct RmaJob {
-  ncclComm* comm;
-  std::function<ncclResult_t()> run;
-};
 
 struct GroupState {
   int depth = 0;
@@ -130,85 +120,10 @@ void unpin(GroupState& g, const ncclComm* comm) {
   std::erase_if(g.pins, [comm](const CommPin& pin) { return pin.get() == comm; });
 }
 
-// What a blocking communicator's state becomes after one of its set-up jobs returned `r`.
-// A job of the parent's (split, shrink, grow, window registration) that found the ranks
-// disagreeing did so after a complete exchange: the caller gets the error, and the parent,
-// whose bootstrap is intact, stays usable. Any other failure is sticky.
-ncclResult_t stateAfterInit(InitKind kind, ncclResult_t r) {
-  const bool usageError = r == ncclInvalidArgument || r == ncclInvalidUsage;
-  return kind == InitKind::kOfParent && usageError ? ncclSuccess : r;
-}
-
-// Runs a job of `comm` on this thread and stores its outcome in the communicator's state.
-// A communicator's own set-up is counted while it runs: an abort from another thread then
-// leaves the communicator to this thread (ncclCommAbort), which reports the set-up failed.
-// A job of the parent's (split, shrink, grow, window registration) counts as the parent's
-// work, which an abort waits for (haltWork); it ends early on the abort flag.
-ncclResult_t runInitJob(ncclComm* comm, InitKind kind, const std::function<ncclResult_t()>& job) {
-  if (kind == InitKind::kOfParent) {
-    comm->activeRuns.fetch_add(1);
-    const ncclResult_t r = job();
-    comm->asyncResult.store(stateAfterInit(kind, r));
-    comm->activeRuns.fetch_sub(1);  // last: an abort may free the communicator from here on
-    return r;
-  }
-  {
-    std::lock_guard<std::mutex> lock(commLifecycleMutex());
-    ++comm->initThreads;
-  }
-  ncclResult_t r = job();
-  std::lock_guard<std::mutex> lock(commLifecycleMutex());
-  --comm->initThreads;
-  if (comm->abandoned && r == ncclSuccess) {
-    WARN("Communicator %p (rank %d) was aborted (ncclCommAbort) while it was being set up", static_cast<void*>(comm),
-         comm->rank);
-    r = ncclSystemError;
-  }
-  comm->asyncResult.store(r);
-  return r;
-}
-
 // A non-blocking communicator's calls, on its worker.
 ncclResult_t runPending(ncclComm* comm, std::vector<CollOp> ops, RunTurns& turns) {
   comm->running = std::move(ops);
   return runBlocking({comm}, currentGroup().launch, turns);
-}
-
-// Runs one-sided jobs: a blocking communicator's on this thread, in order; a non-blocking
-// one's on its worker (then *inProgress). While a job runs it counts as the communicator's
-// work, which abort and destroy wait for (haltWork).
-ncclResult_t runRmaJobs(std::vector<RmaJob>& jobs, bool* inProgress) {
-  ncclResult_t result = ncclSuccess;
-  // As runBlocking's calls: a job queued behind a failed set-up does not run.
-  constexpr const char* kWhat = "a one-sided call";
-  for (RmaJob& job : jobs) {
-    ncclComm* comm = job.comm;
-    if (!comm->config.blocking) {
-      submitAsync(comm, [comm, run = std::move(job.run)] {
-        if (const ncclResult_t r = checkSetUp(comm, kWhat); r != ncclSuccess) return r;
-        comm->activeRuns.fetch_add(1);
-        const ncclResult_t r = run();
-        comm->activeRuns.fetch_sub(1);
-        return r;
-      });
-      *inProgress = true;
-      continue;
-    }
-    const ScopedLogContext logAs(comm->rank, comm->config.commName);
-    if (const ncclResult_t r = checkSetUp(comm, kWhat); r != ncclSuccess) {
-      if (result == ncclSuccess) result = r;
-      continue;
-    }
-    comm->activeRuns.fetch_add(1);
-    const ncclResult_t r = job.run();
-    if (r != ncclSuccess) {
-      comm->asyncResult.store(r);  // sticky, as a failed collective
-      if (result == ncclSuccess) result = r;
-    }
-    comm->activeRuns.fetch_sub(1);  // last: an abort may free the communicator from here on
-  }
-  jobs.clear();
-  return result;
 }
 
 ncclResult_t launchGroup(GroupState& g) {
@@ -509,23 +424,4 @@ void groupForget(ncclComm* comm) {
   }
 }
 
-void submitAsync(ncclComm* comm, std::function<ncclResult_t()> job) {
-  if (!comm->worker) comm->worker = std::make_unique<AsyncWorker>();
-  {
-    std::lock_guard<std::mutex> lock(comm->asyncMutex);
-    ++comm->asyncJobs;
-    if (comm->asyncResult.load() == ncclSuccess) comm->asyncResult.store(ncclInProgress);
-  }
-  comm->worker->submit([comm, job = std::move(job)] {
-    ncclResult_t r = job();
-    std::lock_guard<std::mutex> lock(comm->asyncMutex);
-    --comm->asyncJobs;
-    if (comm->asyncResult.load() != ncclInProgress) return;  // an earlier error stays
-    if (r != ncclSuccess) {
-      comm->asyncResult.store(r);
-    } else if (comm->asyncJobs == 0) {
-      comm->asyncResult.store(ncclSuccess);
-    }
-  });
-}
 }  // namespace chorus
