@@ -62,11 +62,12 @@ ncclResult_t checkInPlaceForm(const Call& c, const ncclComm* comm) {
   return ncclInvalidArgument;
 }
 
-ncclResult_t validate(const Call& c, const CommCall& held, ncclComm* comm) {
+// Fills *userOp where the call takes a PreMulSum op (c.reduces).
+ncclResult_t validate(const Call& c, const CommCall& held, ncclComm* comm, UserRedOp* userOp = nullptr) {
   CHORUS_CHECK(held.check(c.func));
   CHORUS_CHECK(checkReady(comm, c.func));
   CHORUS_CHECK(checkDatatype(c.dtype, c.func));
-  if (c.reduces) CHORUS_CHECK(checkRedOp(comm, c.op, c.dtype, c.func));
+  if (c.reduces) CHORUS_CHECK(checkRedOp(comm, c.op, c.dtype, c.func, userOp));
   if (c.rooted) CHORUS_CHECK(checkRank(c.root, comm->nranks, c.rootName, c.func));
   CHORUS_CHECK(checkCount(c.count, c.dtype, c.sendPerRank || c.recvPerRank ? comm->nranks : 1, c.func));
   if (c.count > 0) {
@@ -93,7 +94,8 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
   const CommCall held(comm);
   CallTuning tuning;
   if (config != nullptr) CHORUS_CHECK(readCollConfig(config, collKindOf(c.kind), c.func, &tuning));
-  ncclResult_t r = validate(c, held, comm);
+  UserRedOp userOp;
+  ncclResult_t r = validate(c, held, comm, &userOp);
   if (r != ncclSuccess) {
     groupRecordError(r);
     return r;
@@ -108,6 +110,7 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
     return r;
   }
   CollOp op{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream, tuning};
+  op.userOp = userOp;
   if (config != nullptr) op.profile.userTag = config->userProfilerTag;  // for a profiler plugin's events
   return enqueueOp(comm, op);
 }

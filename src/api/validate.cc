@@ -55,13 +55,21 @@ ncclResult_t checkCount(size_t count, ncclDataType_t dtype, size_t factor, const
   return ncclSuccess;
 }
 
-ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t, const char* func) {
+ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* func,
+                        UserRedOp* userOp) {
   const int value = static_cast<int>(op);
   if (value >= 0 && value < ncclNumOps) return ncclSuccess;
-  const int index = value - ncclNumOps;
-  if (comm->userOps.find(index, nullptr)) return ncclSuccess;
-  WARN("%s: invalid argument: op %d is not a built-in ncclRedOp_t nor an op created on this communicator", func, value);
-  return ncclInvalidArgument;
+  if (!comm->userOps.find(value - ncclNumOps, userOp)) {
+    WARN("%s: invalid argument: op %d is not a built-in ncclRedOp_t nor an op created on this communicator", func,
+         value);
+    return ncclInvalidArgument;
+  }
+  if (userOp->dtype != dtype) {
+    WARN("%s: invalid argument: op %d was created for datatype %s but is used with %s", func, value,
+         typeName(userOp->dtype), typeName(dtype));
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
 }
 
 }  // namespace chorus

@@ -16,9 +16,10 @@ ncclResult_t checkDatatype(ncclDataType_t dtype, const char* func);
 ncclResult_t checkRank(int value, int nranks, const char* arg, const char* func);
 // count * typeSize(dtype) * factor must fit in size_t (and in a signed 64-bit offset).
 ncclResult_t checkCount(size_t count, ncclDataType_t dtype, size_t factor, const char* func);
-// Built-in op, or a PreMulSum op created on `comm` (for any type; the type match is
-// checked when the call is planned).
-ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* func);
+// Built-in op, or a PreMulSum op created on `comm` for `dtype`, whose definition is copied
+// into *userOp (the call keeps it: the op may be destroyed once the call returns).
+ncclResult_t checkRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, const char* func,
+                        UserRedOp* userOp);
 
 // An API call's hold on its communicator, for the length of the call: a pin, so that an
 // abort or destroy on another thread waits until the call has left (comm_registry.h), and

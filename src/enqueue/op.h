@@ -6,6 +6,7 @@
 
 #include "device/common/work.h"
 #include "nccl.h"
+#include "src/comm/user_red_ops.h"
 #include "src/tune/tuner.h"
 
 namespace chorus {
@@ -46,6 +47,9 @@ struct CollOp {
   cudaStream_t stream = nullptr;  // the user's stream (the CUDA executor launches on it)
   CallTuning tuning{};            // what the call's ncclCollConfig_t asks of algorithm and channels
   OpProfile profile{};
+  // A PreMulSum op's definition (op >= ncclNumOps), copied at the call: NCCL lets the op be
+  // destroyed, and its handle reused, as soon as the call returns.
+  UserRedOp userOp{};
 };
 
 }  // namespace chorus

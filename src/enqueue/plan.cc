@@ -133,9 +133,10 @@ size_t tunedBytes(const ncclComm* comm, const CollOp& op) {
   return perRank ? bytes * comm->nranks : bytes;
 }
 
-ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, RedOpArgs* out) {
+ncclResult_t resolveRedOp(const ncclComm* comm, const CollOp& call, RedOpArgs* out) {
   *out = RedOpArgs{};
-  switch (op) {
+  const ncclDataType_t dtype = call.dtype;
+  switch (call.op) {
     case ncclSum:
       out->kind = RedKind::Sum;
       return ncclSuccess;
@@ -160,17 +161,12 @@ ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t d
     default:
       break;
   }
-  const int index = static_cast<int>(op) - static_cast<int>(ncclNumOps);
-  UserRedOp user;
-  if (!comm->userOps.find(index, &user)) {
-    WARN("Invalid argument: op %d is neither a built-in op nor one created on this communicator", static_cast<int>(op));
-    return ncclInvalidArgument;
+  if (static_cast<int>(call.op) < static_cast<int>(ncclNumOps) || call.userOp.dtype != dtype) {
+    WARN("Internal error: op %d of %s reached the plan without a definition of it", static_cast<int>(call.op),
+         typeName(dtype));  // the call's check copies a PreMulSum op's definition
+    return ncclInternalError;
   }
-  if (user.dtype != dtype) {
-    WARN("Invalid argument: op %d was created for datatype %s but is used with %s", static_cast<int>(op),
-         typeName(user.dtype), typeName(dtype));
-    return ncclInvalidArgument;
-  }
+  const UserRedOp& user = call.userOp;
   out->kind = RedKind::PreMulSum;
   out->scalarBits = user.scalarBits;
   out->scalarPtr = user.residence == ncclScalarDevice ? user.scalarPtr : nullptr;
@@ -192,7 +188,7 @@ ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vec
   for (const CollOp& op : ops) {
     RedOpArgs red;
     if (combinesValues(op.kind)) {
-      CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
+      CHORUS_CHECK(resolveRedOp(comm, op, &red));
     }
     TuneChoice how = comm->tuner->choose(collKindOf(op.kind), tunedBytes(comm, op), op.tuning);
     // Deterministic mode's ordered programs run on the ring (device/common/ordered_algorithms.h).

@@ -27,9 +27,9 @@ struct PlanLanes {
 // a WARN) when the ops cannot be planned (unmatched self send/receive, bad op).
 ncclResult_t buildLanes(ncclComm* comm, const std::vector<CollOp>& ops, std::vector<Lane*>* lanes);
 
-// The executor form of a user's op for this call (avg becomes PreMulSum(1/n) for
-// floating types and SumPostDiv(n) for integers, as in NCCL).
-ncclResult_t resolveRedOp(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t dtype, RedOpArgs* out);
+// The executor form of a call's op (avg becomes PreMulSum(1/n) for floating types and
+// SumPostDiv(n) for integers, as in NCCL; a PreMulSum op as the call copied it).
+ncclResult_t resolveRedOp(const ncclComm* comm, const CollOp& call, RedOpArgs* out);
 
 // The tuning model's names for a call.
 CollKind collKindOf(WorkKind kind);

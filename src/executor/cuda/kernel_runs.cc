@@ -44,7 +44,7 @@ ncclResult_t splitIntoKernelRuns(const ncclComm* comm, const std::vector<CollOp>
       planned.op = ncclSum;
     } else {
       RedOpArgs red;
-      CHORUS_CHECK(resolveRedOp(comm, op.op, op.dtype, &red));
+      CHORUS_CHECK(resolveRedOp(comm, op, &red));
       kind = red.kind;
     }
     if (op.kind == WorkKind::Send || op.kind == WorkKind::Recv) {
