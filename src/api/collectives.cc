@@ -2,6 +2,9 @@
 // group) run. AlltoAll, Gather and Scatter are grouped sends and receives, as in NCCL.
 // Each collective has a plain and an nccl*Config form (NCCL 2.31+): one Call, the
 // second also reads a per-call ncclCollConfig_t (coll_config.h).
+#include <cstring>
+#include <memory>
+
 #include "core/debug.h"
 #include "device/common/datatypes.h"
 #include "src/api/coll_config.h"
@@ -38,18 +41,26 @@ struct Call {
   const char* rootName = "root";
 };
 
+// Whether the call's two buffers share any byte.
+bool buffersOverlap(const void* send, size_t sendBytes, const void* recv, size_t recvBytes) {
+  const auto s = reinterpret_cast<uintptr_t>(send);
+  const auto r = reinterpret_cast<uintptr_t>(recv);
+  return !(s + sendBytes <= r || r + recvBytes <= s);
+}
+
 // Buffers that overlap must be NCCL's in-place form: the same address, or the one-block
 // buffer at this rank's block of the per-rank one (AllGather, ReduceScatter; Gather and
 // Scatter at their root). Any other overlap would read what the call already wrote: NCCL
-// returns whatever that gives, Chorus refuses it. (AlltoAll has no in-place form to check.)
+// returns whatever that gives, Chorus refuses it. AlltoAll, which has no in-place form,
+// copies its send data first where the buffers overlap (stagedAlltoAllSource).
 ncclResult_t checkInPlaceForm(const Call& c, const ncclComm* comm) {
   if (c.sendPerRank && c.recvPerRank) return ncclSuccess;
   const size_t block = c.count * typeSize(c.dtype);
   const size_t sendBytes = c.sendPerRank ? block * comm->nranks : block;
   const size_t recvBytes = c.recvPerRank ? block * comm->nranks : block;
+  if (!buffersOverlap(c.sendbuff, sendBytes, c.recvbuff, recvBytes)) return ncclSuccess;
   const auto send = reinterpret_cast<uintptr_t>(c.sendbuff);
   const auto recv = reinterpret_cast<uintptr_t>(c.recvbuff);
-  if (send + sendBytes <= recv || recv + recvBytes <= send) return ncclSuccess;  // apart
   const uintptr_t mine = block * static_cast<uintptr_t>(comm->rank);
   if (c.recvPerRank ? send == recv + mine : c.sendPerRank ? recv == send + mine : send == recv) return ncclSuccess;
   const char* form = c.recvPerRank   ? "sendbuff == recvbuff + rank * count"
@@ -90,7 +101,8 @@ ncclResult_t validate(const Call& c, const CommCall& held, ncclComm* comm, UserR
 // A refused config fails its own call only: unlike a bad argument it does not fail the
 // group the call is in (NCCL 2.31 runs the rest of the group). The plain forms pass no
 // config and pay one branch for it.
-ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const ncclCollConfig_t* config = nullptr) {
+ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const ncclCollConfig_t* config = nullptr,
+                    std::shared_ptr<const void> keepAlive = nullptr) {
   const CommCall held(comm);
   CallTuning tuning;
   if (config != nullptr) CHORUS_CHECK(readCollConfig(config, collKindOf(c.kind), c.func, &tuning));
@@ -111,6 +123,7 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
   }
   CollOp op{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream, tuning};
   op.userOp = userOp;
+  op.keepAlive = std::move(keepAlive);
   if (config != nullptr) op.profile.userTag = config->userProfilerTag;  // for a profiler plugin's events
   return enqueueOp(comm, op);
 }
@@ -183,13 +196,53 @@ Call reduce(const char* func, const void* sendbuff, void* recvbuff, size_t count
   return c;
 }
 
+Call send(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer) {
+  Call c{"ncclSend", WorkKind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer};
+  c.rooted = true;
+  c.rootName = "peer";
+  c.needsRecv = false;
+  return c;
+}
+
+Call recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer) {
+  Call c{"ncclRecv", WorkKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer};
+  c.rooted = true;
+  c.rootName = "peer";
+  c.needsSend = false;
+  return c;
+}
+
+// An AlltoAll whose buffers overlap (in place, or shifted) on more than one rank: a block
+// received could overwrite one not yet sent, so the sends read a copy of the send data,
+// taken at the call (inside a group too) and kept by the sends until they have run (NCCL
+// defines no in-place AlltoAll and returns whatever the race gives). The copy is host
+// memory: a GPU communicator refuses the overlap. Null copy: send from sendbuff itself.
+ncclResult_t stagedAlltoAllSource(const Call& c, ncclComm* comm, std::shared_ptr<const void>* copy) {
+  const size_t bytes = c.count * typeSize(c.dtype) * comm->nranks;
+  if (c.count == 0 || comm->nranks == 1 || !buffersOverlap(c.sendbuff, bytes, c.recvbuff, bytes)) return ncclSuccess;
+  if (comm->executorChoice.load() == ExecutorChoice::Cuda) {
+    WARN(
+        "%s: invalid argument: sendbuff %p and recvbuff %p overlap (%zu bytes each), and AlltoAll has no in-place "
+        "form on a GPU communicator (rank %d): a block received would overwrite one not yet sent",
+        c.func, c.sendbuff, static_cast<const void*>(c.recvbuff), bytes, comm->rank);
+    return ncclInvalidArgument;
+  }
+  auto data = std::make_shared_for_overwrite<std::byte[]>(bytes);
+  std::memcpy(data.get(), c.sendbuff, bytes);
+  *copy = std::move(data);
+  return ncclSuccess;
+}
+
 ncclResult_t alltoAll(const char* func, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                       ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
   c.sendPerRank = true;
   c.recvPerRank = true;
+  std::shared_ptr<const void> copy;
   return submitGrouped(c, FaultCall::AlltoAll, comm, config, [&](int peer, size_t bytes) {
-    CHORUS_CHECK(pncclSend(at(sendbuff, peer * bytes), count, datatype, peer, comm, stream));
+    if (peer == 0) CHORUS_CHECK(groupRecorded(stagedAlltoAllSource(c, comm, &copy)));
+    const void* source = copy ? copy.get() : sendbuff;
+    CHORUS_CHECK(submit(send(at(source, peer * bytes), count, datatype, peer), comm, stream, nullptr, copy));
     return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
   });
 }
@@ -258,20 +311,12 @@ ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncc
 
 ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
-  Call c{"ncclSend", WorkKind::Send, sendbuff, nullptr, count, datatype, ncclSum, peer};
-  c.rooted = true;
-  c.rootName = "peer";
-  c.needsRecv = false;
-  return submit(c, comm, stream);
+  return submit(send(sendbuff, count, datatype, peer), comm, stream);
 }
 
 ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
-  Call c{"ncclRecv", WorkKind::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer};
-  c.rooted = true;
-  c.rootName = "peer";
-  c.needsSend = false;
-  return submit(c, comm, stream);
+  return submit(recv(recvbuff, count, datatype, peer), comm, stream);
 }
 
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "device/common/work.h"
@@ -50,6 +51,9 @@ struct CollOp {
   // A PreMulSum op's definition (op >= ncclNumOps), copied at the call: NCCL lets the op be
   // destroyed, and its handle reused, as soon as the call returns.
   UserRedOp userOp{};
+  // What the op's buffers point into where the call made a copy (an in-place AlltoAll's
+  // send data): kept until the op has run.
+  std::shared_ptr<const void> keepAlive{};
 };
 
 }  // namespace chorus

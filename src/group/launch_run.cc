@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
+#include <vector>
 
 #include "core/debug.h"
 #include "src/comm/call_admission.h"
@@ -22,10 +24,14 @@ ncclResult_t runRound(const std::vector<ncclComm*>& comms, GroupLaunch& launch, 
     if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->running, launch);
   }
   // A profiler's launch events start once everything is staged and stop once the launch
-  // has returned: what ran on this thread has completed by then.
+  // has returned: what ran on this thread has completed by then. The calls' copies of
+  // their data (CollOp::keepAlive) are kept until then too.
+  std::vector<std::shared_ptr<const void>> copies;
   for (ncclComm* comm : comms) {
     if (comm->profiler && result == ncclSuccess)
       comm->profiler->launchBegins(comm->running, comm->executor->runsOnCallingThread());
+    for (CollOp& op : comm->running)
+      if (op.keepAlive) copies.push_back(std::move(op.keepAlive));
     comm->running.clear();
   }
   // Everything is staged before anything starts (cuda_comm.h says why).
