@@ -380,7 +380,7 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
   const CommCall held(comm);
   CHORUS_CHECK(held.check("ncclCommCount"));
-  CHORUS_CHECK(checkReady(comm, "ncclCommCount"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommCount", ReadyCheck::kQuery));
   CHORUS_CHECK(checkNotNull(count, "count", "ncclCommCount"));
   *count = comm->nranks;
   return ncclSuccess;
@@ -389,7 +389,7 @@ ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
 ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
   const CommCall held(comm);
   CHORUS_CHECK(held.check("ncclCommCuDevice"));
-  CHORUS_CHECK(checkReady(comm, "ncclCommCuDevice"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommCuDevice", ReadyCheck::kQuery));
   CHORUS_CHECK(checkNotNull(device, "device", "ncclCommCuDevice"));
   *device = comm->cudaDev;
   return ncclSuccess;
@@ -398,7 +398,7 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   const CommCall held(comm);
   CHORUS_CHECK(held.check("ncclCommUserRank"));
-  CHORUS_CHECK(checkReady(comm, "ncclCommUserRank"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommUserRank", ReadyCheck::kQuery));
   CHORUS_CHECK(checkNotNull(rank, "rank", "ncclCommUserRank"));
   *rank = comm->rank;
   return ncclSuccess;
@@ -409,7 +409,7 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
 ncclResult_t pncclCommQueryProperties(ncclComm_t comm, CommProperties* props) {
   const CommCall held(comm);
   CHORUS_CHECK(held.check("ncclCommQueryProperties"));
-  CHORUS_CHECK(checkReady(comm, "ncclCommQueryProperties"));
+  CHORUS_CHECK(checkReady(comm, "ncclCommQueryProperties", ReadyCheck::kQuery));
   CHORUS_CHECK(checkNotNull(props, "props", "ncclCommQueryProperties"));
   if (props->magic != NCCL_API_MAGIC || props->size <= kPropertiesHeader) {
     WARN(

@@ -112,7 +112,7 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, n
   CHORUS_CHECK(checkNotNull(win, "win", func));
   *win = nullptr;
   CHORUS_CHECK(held.check(func));
-  CHORUS_CHECK(checkReady(comm, func));
+  CHORUS_CHECK(checkReady(comm, func, ReadyCheck::kQuery));
   CHORUS_CHECK(checkNotNull(buff, "buff", func));
   if (size == 0) {
     WARN("%s: invalid argument: size is 0", func);

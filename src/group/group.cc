@@ -340,7 +340,7 @@ ncclResult_t admitCall(GroupState& g, ncclComm* comm) {
 
 }  // namespace
 
-ncclResult_t checkReady(ncclComm* comm, const char* func) {
+ncclResult_t checkReady(ncclComm* comm, const char* func, ReadyCheck what) {
   if (comm->ready.load()) return ncclSuccess;
   const GroupState& g = currentGroup();
   for (const InitJob& job : g.inits)
@@ -349,7 +349,7 @@ ncclResult_t checkReady(ncclComm* comm, const char* func) {
       "%s: communicator %p is not ready: its set-up has not finished (a non-blocking init or split returned "
       "ncclInProgress; poll ncclCommGetAsyncError until ncclSuccess first)",
       func, static_cast<void*>(comm));
-  if (!comm->config.blocking) {
+  if (!comm->config.blocking && what == ReadyCheck::kCall) {
     std::lock_guard<std::mutex> lock(comm->asyncMutex);
     comm->asyncResult.store(ncclInvalidArgument);  // kept: the set-up's result no longer replaces it
   }

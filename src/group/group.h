@@ -40,9 +40,12 @@ enum class RmaPhase { kBeforeCollectives, kAfterCollectives };
 ncclResult_t enqueueRma(ncclComm* comm, RmaPhase phase, std::function<ncclResult_t()> job);
 
 // Whether `comm` takes calls now: its set-up has finished, or it is pending in this
-// thread's group (the group's end runs it before the calls). A refusal WARNs; a
-// non-blocking communicator keeps the error, as in NCCL.
-ncclResult_t checkReady(ncclComm* comm, const char* func);
+// thread's group (the group's end runs it before the calls). A refusal WARNs. A refused
+// collective or send/receive (`call`) also stays a non-blocking communicator's error, as
+// NCCL's enqueue keeps it; a refused query (ncclCommCount, ...) changes nothing, as NCCL's
+// ncclCommEnsureReady.
+enum class ReadyCheck { kCall, kQuery };
+ncclResult_t checkReady(ncclComm* comm, const char* func, ReadyCheck what = ReadyCheck::kCall);
 
 // An argument error inside a group fails the whole group at ncclGroupEnd.
 void groupRecordError(ncclResult_t result);

@@ -38,7 +38,8 @@ ncclComm_t initNonBlocking(int rank, int nranks, const ncclUniqueId& id) {
 }
 
 // One rank of two calls a non-blocking init; the other never comes. Using the
-// communicator before its set-up finished is refused, and the communicator keeps the error.
+// communicator before its set-up finished is refused; a call's error stays the
+// communicator's, a query's does not.
 TEST(CommState, UsedBeforeItsSetUpFinished) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
@@ -49,12 +50,42 @@ TEST(CommState, UsedBeforeItsSetUpFinished) {
   int count = -1;
   EXPECT_EQ(ncclCommCount(early, &count), ncclInvalidArgument);
   EXPECT_NE(lastError().find("not ready"), std::string::npos) << lastError();
-  std::vector<float> data(4, 1.0f);
-  EXPECT_EQ(ncclAllReduce(data.data(), data.data(), 4, ncclFloat32, ncclSum, early, nullptr), ncclInvalidArgument);
   ncclResult_t state = ncclSuccess;
   ASSERT_EQ(ncclCommGetAsyncError(early, &state), ncclSuccess);
-  EXPECT_EQ(state, ncclInvalidArgument) << "the communicator keeps the error";
+  EXPECT_EQ(state, ncclInProgress) << "a refused query leaves the set-up running, as NCCL's ncclCommEnsureReady";
+  std::vector<float> data(4, 1.0f);
+  EXPECT_EQ(ncclAllReduce(data.data(), data.data(), 4, ncclFloat32, ncclSum, early, nullptr), ncclInvalidArgument);
+  ASSERT_EQ(ncclCommGetAsyncError(early, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclInvalidArgument) << "the communicator keeps a refused call's error";
   EXPECT_EQ(ncclCommAbort(early), ncclSuccess) << "abort ends the set-up that waits for rank 1";
+}
+
+// A query refused while the set-up runs leaves the communicator to finish it and work:
+// both ranks' AllReduce after it is exact (it left rank 0 failed for good, and rank 1
+// waiting for it, before).
+TEST(CommState, AQueryBeforeTheSetUpFinishedLeavesItUsable) {
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0's set-up waits for it
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    if (rank == 0) {
+      int count = -1;
+      const ncclResult_t early = ncclCommCount(comm, &count);
+      if (early != ncclInvalidArgument)
+        return RankOutcome::fail("the early ncclCommCount returned " + resultName(early));
+    }
+    if (const ncclResult_t state = settle(comm); state != ncclSuccess)
+      return RankOutcome::fail("the set-up settled at " + resultName(state));
+    std::vector<int32_t> data(64, rank + 1);
+    ncclAllReduce(data.data(), data.data(), data.size(), ncclInt32, ncclSum, comm, nullptr);
+    const ncclResult_t done = settle(comm);
+    const bool exact = data[0] == 3 && data[63] == 3;
+    ncclCommDestroy(comm);
+    if (done != ncclSuccess) return RankOutcome::fail("AllReduce: " + resultName(done));
+    return exact ? RankOutcome::pass() : RankOutcome::fail("AllReduce: wrong sum");
+  }));
 }
 
 // Calls on a communicator whose blocking init is pending in the caller's group are fine:
