@@ -132,6 +132,14 @@ ncclResult_t childConfig(const ncclComm* parent, const ncclConfig_t* config, Com
   return config != nullptr ? parseConfig(config, out, func) : ncclSuccess;
 }
 
+// A finalized communicator takes no more jobs, as no more calls (call_admission.h).
+ncclResult_t checkNotFinalized(const ncclComm* comm, const char* func) {
+  if (!comm->finalized.load()) return ncclSuccess;
+  WARN("%s: communicator %p (rank %d) is finalized (ncclCommFinalize): it can only be destroyed", func,
+       static_cast<const void*>(comm), comm->rank);
+  return ncclInvalidUsage;
+}
+
 ncclResult_t checkHealthy(const ncclComm* comm, const char* func) {
   const int async = comm->asyncResult.load();
   if (async == ncclSuccess || async == ncclInProgress) return ncclSuccess;
@@ -158,6 +166,7 @@ ncclResult_t split(const CommCall& held, ncclComm_t comm, int color, int key, nc
   CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
   *newcomm = nullptr;
   CHORUS_CHECK(held.check(func));
+  CHORUS_CHECK(checkNotFinalized(comm, func));
   CHORUS_CHECK(checkHealthy(comm, func));
   CommConfig parsed;
   CHORUS_CHECK(childConfig(comm, config, &parsed, func));
@@ -174,6 +183,7 @@ ncclResult_t shrink(const CommCall& held, ncclComm_t comm, int* excludeRanksList
   CHORUS_CHECK(checkNotNull(newcomm, "newcomm", func));
   *newcomm = nullptr;
   CHORUS_CHECK(held.check(func));
+  CHORUS_CHECK(checkNotFinalized(comm, func));
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
     WARN("%s: invalid argument: shrinkFlags 0x%x is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT", func,
          shrinkFlags);
@@ -223,6 +233,7 @@ ncclResult_t growExisting(const CommCall& held, ncclComm_t comm, int nRanks, con
                           ncclComm_t* newcomm, ncclConfig_t* config) {
   const char* func = "ncclCommGrow";
   CHORUS_CHECK(held.check(func));
+  CHORUS_CHECK(checkNotFinalized(comm, func));
   if (rank != -1) {
     WARN("%s: invalid argument: rank %d given by an existing rank (rank %d of comm %p keeps its rank: pass -1)", func,
          rank, comm->rank, static_cast<void*>(comm));

@@ -126,6 +126,14 @@ TEST(CommState, FinalizeOnceThenOnlyDestroy) {
   EXPECT_NE(lastError().find("already finalized"), std::string::npos) << lastError();
   std::vector<int32_t> data(4, 1);
   EXPECT_EQ(ncclAllReduce(data.data(), data.data(), 4, ncclInt32, ncclSum, comms[0], nullptr), ncclInvalidUsage);
+  // Nor a split, shrink or grow: each would give a working child of a finalized parent.
+  ncclComm_t child = nullptr;
+  EXPECT_EQ(ncclCommSplit(comms[0], 0, 0, &child, nullptr), ncclInvalidUsage);
+  EXPECT_NE(lastError().find("finalized"), std::string::npos) << lastError();
+  EXPECT_EQ(child, nullptr);
+  int excluded = 1;
+  EXPECT_EQ(ncclCommShrink(comms[0], &excluded, 1, &child, nullptr, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
+  EXPECT_EQ(ncclCommGrow(comms[0], 3, nullptr, -1, &child, nullptr), ncclInvalidUsage);
   for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
