@@ -14,7 +14,7 @@ import ranks
 
 R = dist.ReduceOp
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
-INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
+INTS = [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]  # int16: reduced as int32
 
 
 def contribution(rank, dtype, n=7):
@@ -41,7 +41,7 @@ def expected(world, dtype, op):
     reduced = {R.SUM: lambda s: s.sum(0), R.PRODUCT: lambda s: s.prod(0), R.MIN: lambda s: s.min(0).values,
                R.MAX: lambda s: s.max(0).values, R.AVG: lambda s: s.mean(0)}[op](stacked)
     if op == R.AVG and not (dtype.is_floating_point or dtype.is_complex):
-        reduced = torch.div(stacked.sum(0), world, rounding_mode="trunc")  # NCCL: integer avg divides
+        reduced = torch.div(stacked.sum(0), world, rounding_mode="trunc")  # the exact sum, divided as NCCL
     return reduced.to(dtype)
 
 
@@ -76,13 +76,40 @@ def allreduce_every_type_and_op(rank, world):
     # What NCCL cannot reduce is refused at the call, naming the op and dtype (complex MAX
     # by torch.distributed itself, with a ValueError).
     for dtype, op, words in [(torch.bool, R.AVG, "AVG"), (torch.float32, R.BAND, "BAND"),
-                             (torch.complex64, R.MAX, "complex"), (torch.int16, R.SUM, "Short")]:
+                             (torch.complex64, R.MAX, "complex"), (torch.uint16, R.SUM, "UInt16")]:
         try:
             dist.all_reduce(torch.ones(3, dtype=dtype), op=op)
         except (RuntimeError, ValueError) as e:
             assert words in str(e), f"{dtype} {op}: {e}"
         else:
             raise AssertionError(f"all_reduce of {dtype} with {op} was accepted")
+
+
+def averages_like_gloo(rank, world):
+    """AVG is the sum divided by the group's size: exact for integers whose sum overflows
+    their type (gloo refuses integer AVG; NCCL's sum would wrap), and the float mean with
+    one rounding, bit for bit what gloo gives (NCCL's 1/n before the sum is a ulp off)."""
+    for dtype, base in [(torch.int8, 100), (torch.uint8, 200), (torch.int16, 30000)]:
+        values = [base - 3 * r for r in range(world)]  # their sum overflows the type
+        want = torch.tensor([int(sum(values) / world)], dtype=dtype)  # truncated toward zero
+        t = torch.tensor([values[rank]], dtype=dtype)
+        dist.all_reduce(t, op=R.AVG)
+        assert torch.equal(t, want), f"all_reduce AVG {dtype}: {t} instead of {want}"
+        blocks = torch.tensor([values[rank]] * world, dtype=dtype)
+        got = torch.empty(1, dtype=dtype)
+        dist.reduce_scatter_tensor(got, blocks, op=R.AVG)
+        assert torch.equal(got, want), f"reduce_scatter_tensor AVG {dtype}: {got} instead of {want}"
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        t = torch.tensor([22.0 + 3 * rank, 0.1 * (rank + 1)], dtype=dtype)
+        reference = torch.stack([torch.tensor([22.0 + 3 * r, 0.1 * (r + 1)], dtype=dtype).float() for r in range(world)])
+        dist.all_reduce(t, op=R.AVG)
+        assert t[0].item() == 22.0 + 1.5 * (world - 1), f"all_reduce AVG {dtype}: {t[0].item()}"
+        check(t, (reference.sum(0) / world).to(dtype), f"all_reduce AVG {dtype}")
+    # A reduce's AVG lands on the root only; the others keep their tensors.
+    t = torch.tensor([100 - 3 * rank], dtype=torch.int8)
+    dist.reduce(t, dst=0, op=R.AVG)
+    want = int(sum(100 - 3 * r for r in range(world)) / world) if rank == 0 else 100 - 3 * rank
+    assert t.item() == want, f"reduce AVG int8 on rank {rank}: {t.item()} instead of {want}"
 
 
 def rooted_collectives(rank, world):
@@ -300,7 +327,7 @@ def ddp_with_sparse_gradients(rank, world):
         check(mine.detach(), want.detach(), "DDP with sparse gradients")
 
 
-CHECKS = (allreduce_every_type_and_op, sparse_all_reduce, ddp_with_sparse_gradients, rooted_collectives,
+CHECKS = (allreduce_every_type_and_op, averages_like_gloo, sparse_all_reduce, ddp_with_sparse_gradients, rooted_collectives,
           gathers_and_scatters, all_to_all_and_p2p, async_work_and_errors, timeout_releases_a_wait)
 
 

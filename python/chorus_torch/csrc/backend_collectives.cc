@@ -38,7 +38,7 @@ std::pair<CollectiveQueue::Issue, std::function<void()>> reductionSteps(
   }
   auto premul = std::make_shared<PreMulSumOp>();
   auto issue = [premul, call, r](ncclComm_t comm) {
-    at::Tensor factor = at::scalar_tensor(r.factor, at::TensorOptions().dtype(r.scalarType));
+    at::Tensor factor = at::scalar_tensor(r.factor, at::TensorOptions().dtype(r.computeType));
     ncclResult_t result =
         ncclRedOpCreatePreMulSum(&premul->op, factor.data_ptr(), r.type, ncclScalarHostImmediate, comm);
     if (result != ncclSuccess) return result;
@@ -131,12 +131,18 @@ std::vector<ChorusBackend::Call> ChorusBackend::reductionCalls(const char* op, c
     return {Call{issue, after}};
   }
   const at::Tensor data = reducible(staged.buffer);
-  auto [issue, after] = reductionSteps(r, [data, root, r](ncclRedOp_t redOp, ncclComm_t comm) {
-    if (root < 0) return ncclAllReduce(dataOf(data), dataOf(data), data.numel(), r.type, redOp, comm, nullptr);
-    return ncclReduce(dataOf(data), dataOf(data), data.numel(), r.type, redOp, root, comm, nullptr);
+  const at::Tensor computed = computeTensor(data, r);
+  auto [issue, after] = reductionSteps(r, [computed, root, r](ncclRedOp_t redOp, ncclComm_t comm) {
+    void* buffer = dataOf(computed);
+    if (root < 0) return ncclAllReduce(buffer, buffer, computed.numel(), r.type, redOp, comm, nullptr);
+    return ncclReduce(buffer, buffer, computed.numel(), r.type, redOp, root, comm, nullptr);
   });
-  auto afterAll = [after = after, staged] {
+  // Only where the result lands: a reduce's other ranks keep their tensors as they were.
+  const bool receives = root < 0 || root == rank_;
+  auto afterAll = [after = after, staged, r, computed, data, receives, ranks = size_] {
     if (after) after();
+    if (!receives) return;
+    finishReduction(r, computed, data, ranks);
     staged.copyBack();
   };
   return {Call{issue, afterAll}};
@@ -378,13 +384,15 @@ std::vector<ChorusBackend::Call> ChorusBackend::reduceScatterCalls(const char* o
     };
     return {Call{issue, combine}};
   }
-  const at::Tensor in = reducible(input.contiguous());
+  const at::Tensor in = computeTensor(reducible(input.contiguous()), r);
   const at::Tensor out = reducible(staged.buffer);
-  auto [issue, after] = reductionSteps(r, [in, out, r](ncclRedOp_t redOp, ncclComm_t comm) {
-    return ncclReduceScatter(dataOf(in), dataOf(out), out.numel(), r.type, redOp, comm, nullptr);
+  const at::Tensor computed = out.scalar_type() == r.computeType ? out : at::empty_like(out, r.computeType);
+  auto [issue, after] = reductionSteps(r, [in, computed, r](ncclRedOp_t redOp, ncclComm_t comm) {
+    return ncclReduceScatter(dataOf(in), dataOf(computed), computed.numel(), r.type, redOp, comm, nullptr);
   });
-  auto afterAll = [after = after, staged] {
+  auto afterAll = [after = after, staged, r, computed, out, ranks = size_] {
     if (after) after();
+    finishReduction(r, computed, out, ranks);
     staged.copyBack();
   };
   return {Call{issue, afterAll}};

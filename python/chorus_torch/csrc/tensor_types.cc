@@ -112,7 +112,12 @@ Reduction reductionOf(const at::Tensor& tensor, const c10d::ReduceOp& op, const 
                 "chorus: ", what, ": ReduceOp.", opName(kind), " is not defined for complex tensors");
   }
   r.scalarType = reducible(tensor).scalar_type();
-  r.type = ncclTypeOf(r.scalarType, what);
+  r.computeType = r.scalarType == at::kShort ? at::kInt : r.scalarType;
+  if (kind == c10d::ReduceOp::AVG && !isBool) {
+    const bool halfWidth = r.scalarType == at::kHalf || r.scalarType == at::kBFloat16;
+    r.computeType = at::isIntegralType(r.scalarType, false) ? at::kLong : halfWidth ? at::kFloat : r.scalarType;
+  }
+  r.type = ncclTypeOf(r.computeType, what);
   switch (kind) {
     case c10d::ReduceOp::SUM:
       r.op = isBool ? ncclMax : ncclSum;
@@ -128,7 +133,8 @@ Reduction reductionOf(const at::Tensor& tensor, const c10d::ReduceOp& op, const 
       break;
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(!isBool, "chorus: ", what, ": ReduceOp.AVG is not defined for bool tensors");
-      r.op = ncclAvg;
+      r.op = ncclSum;
+      r.average = true;
       break;
     case c10d::ReduceOp::PREMUL_SUM:
       TORCH_CHECK(!isBool, "chorus: ", what, ": ReduceOp.PREMUL_SUM is not defined for bool tensors");
@@ -139,6 +145,21 @@ Reduction reductionOf(const at::Tensor& tensor, const c10d::ReduceOp& op, const 
       TORCH_CHECK(false, "chorus: ", what, ": unknown ReduceOp ", static_cast<int>(kind));
   }
   return r;
+}
+
+at::Tensor computeTensor(const at::Tensor& data, const Reduction& r) {
+  return data.scalar_type() == r.computeType ? data : data.to(r.computeType);
+}
+
+void finishReduction(const Reduction& r, const at::Tensor& computed, const at::Tensor& data, int ranks) {
+  if (r.average) {
+    if (at::isIntegralType(computed.scalar_type(), false)) {
+      computed.div_(ranks, "trunc");  // as NCCL's integer average rounds
+    } else {
+      computed.div_(ranks);
+    }
+  }
+  if (!computed.is_same(data)) data.copy_(computed);
 }
 
 void combineBitwise(const at::Tensor& gathered, int ranks, c10d::ReduceOp::RedOpType op, const at::Tensor& out) {

@@ -38,17 +38,30 @@ inline at::Tensor reducible(const at::Tensor& tensor) {
   return tensor.is_complex() ? at::view_as_real(tensor) : tensor;
 }
 
-// What a reduction of `tensor` under `op` runs as.
+// What a reduction of `tensor` under `op` runs as. AVG is a SUM divided by the group's
+// size afterwards, as gloo's: of the exact sum for integers (in int64, truncated toward
+// zero, where NCCL's sum would wrap in int8), in float for half and bfloat16 (one rounding;
+// NCCL's 1/n before the sum is a ulp off gloo's). int16, which NCCL has no type for, runs
+// as int32: the same bits modulo 2^16 for SUM and PRODUCT, exact for MIN and MAX.
 struct Reduction {
   enum class Kind { Nccl, PreMulSum, Bitwise };
   Kind kind = Kind::Nccl;
-  at::ScalarType scalarType = at::kFloat;  // of reducible(tensor)
-  ncclDataType_t type = ncclFloat32;
+  at::ScalarType scalarType = at::kFloat;                    // of reducible(tensor)
+  at::ScalarType computeType = at::kFloat;                   // what NCCL reduces: scalarType, or a copy in a wider type
+  bool average = false;                                      // AVG: divide by the group's size after the sum
+  ncclDataType_t type = ncclFloat32;                         // of computeType
   ncclRedOp_t op = ncclSum;                                  // Kind::Nccl
   double factor = 1.0;                                       // Kind::PreMulSum
   c10d::ReduceOp::RedOpType bitwise = c10d::ReduceOp::BAND;  // Kind::Bitwise
 };
 Reduction reductionOf(const at::Tensor& tensor, const c10d::ReduceOp& op, const char* what);
+
+// The tensor NCCL reduces for `data` (a reducible() tensor): `data` itself, or a copy of
+// it in r.computeType.
+at::Tensor computeTensor(const at::Tensor& data, const Reduction& r);
+// Once NCCL reduced `computed` over `ranks` ranks: the average where the op is AVG, then
+// the result into `data` where `computed` is a copy.
+void finishReduction(const Reduction& r, const at::Tensor& computed, const at::Tensor& data, int ranks);
 
 // Combines the `ranks` blocks of `gathered` (rank-major, each shaped like `out`) with
 // the bitwise op, into `out`; NCCL has no bitwise reductions, so they gather and combine.
