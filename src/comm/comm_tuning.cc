@@ -23,6 +23,11 @@ namespace {
 // driving several): not calibrated; a hand-off may wait for another fiber's turn.
 constexpr double kShmBusBwGBs = 4.0;
 constexpr double kShmHopLatencyUs = 0.1;
+// SHM where a host runs more ranks than it has cores: a hop waits for its receiver to be
+// scheduled on a shared core. Measured on 2 cores (BENCHMARKS.md, "The board when ranks
+// outnumber cores"): an 8-byte ring AllReduce adds about 2 us per hop from 3 to 8 ranks.
+// Priced so, the board's one hop wins up to its 4 KiB, where it measured 0.3-0.6x the ring.
+constexpr double kShmScheduledHopLatencyUs = 2.0;
 constexpr double kP2pBusBwGBs = 4.0;
 constexpr double kP2pHopLatencyUs = 2.0;
 // NET: the socket net over loopback TCP, 2 cores (BENCHMARKS.md, "The tuner over the
@@ -42,7 +47,8 @@ struct NetworkHops {
   // Some host runs more of the ranks than it has cores: a hop between its ranks then waits
   // for the receiver to be scheduled, which after a wait on the network (asleep) costs as
   // much as a network hop, so every hop is priced as one (measured with 4 ranks over two
-  // "hosts" on 2 cores, BENCHMARKS.md "The tuner across hosts").
+  // "hosts" on 2 cores, BENCHMARKS.md "The tuner across hosts"); over shared memory alone,
+  // as kShmScheduledHopLatencyUs.
   bool oversubscribed = false;
   // Why a GPU communicator must not use LL128 (TuneTopology::ll128Hazard); null: it may.
   const char* ll128Hazard = nullptr;
@@ -197,7 +203,8 @@ TuneTopology tuneTopology(const ncclComm* comm, const NetworkHops& hops, int tre
   // line transfers), within one process the ranks take turns on one thread.
   const bool crossProcess = processes.size() > 1;
   topo.busBwGBs = overNetwork ? kNetBusBwGBs : crossProcess ? kShmBusBwGBs : kP2pBusBwGBs;
-  topo.hopLatencyUs = overNetwork ? kNetHopLatencyUs : crossProcess ? kShmHopLatencyUs : kP2pHopLatencyUs;
+  const double shmHopUs = hops.oversubscribed ? kShmScheduledHopLatencyUs : kShmHopLatencyUs;
+  topo.hopLatencyUs = overNetwork ? kNetHopLatencyUs : crossProcess ? shmHopUs : kP2pHopLatencyUs;
   if (overNetwork && !hops.oversubscribed) {
     // The hops that stay on a host cost a memory hop's latency (the bandwidth stays the
     // network's: the slowest hop paces a pipeline).
