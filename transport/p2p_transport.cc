@@ -119,11 +119,12 @@ class HeapFifo : public ConnectionResource {
  public:
   HeapFifo(std::shared_ptr<HeapBlock> block, bool receiver) : block_(std::move(block)), receiver_(receiver) {}
 
-  // The receiver releases the Simple buffer (the last, and the largest): the only one whose
-  // idleness shows.
+  // The sender releases the Simple buffer (the last, and the largest): the only one whose
+  // idleness shows, and written by the sender alone, which is suspended (the receiver's
+  // sender may not be, and may be writing its next call's steps).
   // GPU memory is not given back (a GPU communicator's suspend is refused before this).
   size_t releaseIdleSlots() override {
-    if (!receiver_ || block_->onGpu() || !simpleSlotsIdle(block_->control())) return 0;
+    if (receiver_ || block_->onGpu() || !simpleSlotsIdle(block_->control())) return 0;
     const FifoLayout& layout = block_->layout();
     return releaseFifoPages(block_->control(), layout.bufferOffset(static_cast<int>(Protocol::Simple)),
                             layout.totalBytes(), false);

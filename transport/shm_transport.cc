@@ -69,11 +69,16 @@ class ShmMapping : public ConnectionResource {
   }
   void* base() const { return base_; }
 
-  // The receiver releases the Simple buffer (the only one whose idleness shows) and its
-  // backing store in /dev/shm, for both processes. GPU memory is not given back (a GPU
-  // communicator's suspend is refused before this).
+  // The sender releases the Simple buffer (the only one whose idleness shows) and its
+  // backing store in /dev/shm, for both processes: only the sender writes the slots, so
+  // while it is suspended and the receiver has read every step nobody touches them. (The
+  // receiver may not: its sender, not suspended, may be writing its next call's steps.)
+  // GPU memory is not given back (a GPU communicator's suspend is refused before this).
   size_t releaseIdleSlots() override {
-    if (name_.empty() || gpu_.memory != nullptr || !simpleSlotsIdle(static_cast<StepFifoControl*>(base_))) return 0;
+    const bool sender = name_.empty();
+    if (!sender || base_ == nullptr || gpu_.memory != nullptr || slots_.memory != nullptr ||
+        !simpleSlotsIdle(static_cast<StepFifoControl*>(base_)))
+      return 0;
     return releaseFifoPages(base_, layout_.bufferOffset(static_cast<int>(Protocol::Simple)), layout_.totalBytes(),
                             true);
   }

@@ -1,4 +1,6 @@
 // Version, error strings, memory, registration and user reduction ops.
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -26,12 +28,6 @@ std::unordered_map<void*, MemAllocation>& memAllocations() {
   static std::unordered_map<void*, MemAllocation> allocations;
   return allocations;
 }
-
-struct Registration {
-  ncclComm* comm;
-  void* buff;
-  size_t size;
-};
 
 // Whether a Send/Recv receiving into [buff, buff + size) may let its sender write there
 // directly (BufferRegistration::offerable).
@@ -142,16 +138,21 @@ ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, v
   const char* func = "ncclCommRegister";
   const CommCall held(comm);
   CHORUS_CHECK(held.check(func));
-  CHORUS_CHECK(checkNotNull(buff, "buff", func));
   CHORUS_CHECK(checkNotNull(handle, "handle", func));
+  *handle = nullptr;  // what a refused registration leaves
+  CHORUS_CHECK(checkNotNull(buff, "buff", func));
   if (size == 0) {
     WARN("%s: invalid argument: size is 0", func);
     return ncclInvalidArgument;
   }
+  // A handle is a number, never an address: ncclCommDeregister finds it without reading
+  // through what a caller passes, and a stale handle (deregistered before) matches nothing.
+  static std::atomic<uint64_t> lastHandle{0};
   const bool offerable = offerableBuffer(comm, buff, size);
+  const uint64_t number = lastHandle.fetch_add(1) + 1;
   std::lock_guard<std::mutex> lock(comm->regMutex);
-  comm->registrations.push_back(BufferRegistration{buff, size, offerable});
-  *handle = new Registration{comm, buff, size};
+  comm->registrations.push_back(BufferRegistration{buff, size, offerable, number});
+  *handle = reinterpret_cast<void*>(static_cast<uintptr_t>(number));
   return ncclSuccess;
 }
 
@@ -161,15 +162,17 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void* handle) {
   CHORUS_CHECK(held.check(func));
   CHORUS_CHECK(checkNotNull(handle, "handle", func));
   std::lock_guard<std::mutex> lock(comm->regMutex);
-  auto* reg = static_cast<Registration*>(handle);
-  for (auto it = comm->registrations.begin(); it != comm->registrations.end(); ++it) {
-    if (it->buff == reg->buff && it->size == reg->size && reg->comm == comm) {
-      comm->registrations.erase(it);
-      delete reg;
-      return ncclSuccess;
-    }
+  const auto number = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+  const auto found = std::find_if(comm->registrations.begin(), comm->registrations.end(),
+                                  [number](const BufferRegistration& r) { return r.handle == number; });
+  if (found != comm->registrations.end()) {
+    comm->registrations.erase(found);
+    return ncclSuccess;
   }
-  WARN("%s: invalid argument: handle %p is not a registration of this communicator", func, handle);
+  WARN(
+      "%s: invalid argument: handle %p is not a live registration of this communicator (deregistered already, "
+      "another communicator's, or not from ncclCommRegister)",
+      func, handle);
   return ncclInvalidArgument;
 }
 

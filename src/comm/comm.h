@@ -90,6 +90,7 @@ struct BufferRegistration {
   void* buff;
   size_t size;
   bool offerable;
+  uint64_t handle;  // what ncclCommRegister returned for it: a number no other registration has had
   bool covers(const void* p, size_t bytes) const { return rangeWithin(buff, size, p, bytes); }
 };
 

@@ -118,5 +118,32 @@ TEST(SuspendMemory, ProcessesReleaseSharedMemory) {
   }));
 }
 
+// Suspend is local: a rank may suspend and resume between calls while its peers go on. Its
+// peers may then already be writing the next call's steps into the FIFOs it receives on,
+// so those must keep their memory (releasing them lost the steps: sums short by a rank's
+// share, with every call returning ncclSuccess).
+TEST(SuspendMemory, ARankSuspendingAloneLosesNoStepOfItsPeers) {
+  for (LaunchMode mode : {LaunchMode::kProcesses, LaunchMode::kThreads}) {
+    EXPECT_RANKS_OK(runRanks(mode, 2, [](const RankContext& c) {
+      constexpr size_t kValues = 100000;
+      std::vector<float> data(kValues);
+      for (int round = 1; round <= 150; ++round) {
+        if (c.rank == 0) {
+          if (ncclCommSuspend(c.comm, NCCL_SUSPEND_MEM) != ncclSuccess) return RankOutcome::fail("suspend");
+          if (ncclCommResume(c.comm) != ncclSuccess) return RankOutcome::fail("resume");
+        }
+        data.assign(kValues, static_cast<float>(round * (c.rank + 1)));
+        if (ncclAllReduce(data.data(), data.data(), kValues, ncclFloat32, ncclSum, c.comm, nullptr) != ncclSuccess)
+          return RankOutcome::fail("allreduce in round " + std::to_string(round));
+        for (size_t i = 0; i < kValues; ++i)
+          if (data[i] != static_cast<float>(3 * round))
+            return RankOutcome::fail("round " + std::to_string(round) + ": element " + std::to_string(i) + " is " +
+                                     std::to_string(data[i]) + ", expected " + std::to_string(3 * round));
+      }
+      return RankOutcome::pass();
+    }));
+  }
+}
+
 }  // namespace
 }  // namespace chorus_test

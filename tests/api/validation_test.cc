@@ -193,6 +193,33 @@ TEST(Validation, BadArgumentsOnTwoProcessRanksLeaveCommWorking) {
   }));
 }
 
+// ncclCommRegister's handles: each deregisters once; a handle deregistered already, another
+// communicator's, or one never handed out is refused, never read through; a refused
+// registration leaves no handle.
+TEST(Validation, RegistrationHandlesAreCheckedBeforeUse) {
+  std::vector<ncclComm_t> comms(2, nullptr);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
+  std::vector<float> buffer(1024);
+  void* first = nullptr;
+  void* second = nullptr;
+  void* other = nullptr;
+  ASSERT_EQ(ncclCommRegister(comms[0], buffer.data(), buffer.size() * sizeof(float), &first), ncclSuccess);
+  ASSERT_EQ(ncclCommRegister(comms[0], buffer.data(), buffer.size() * sizeof(float), &second), ncclSuccess);
+  ASSERT_EQ(ncclCommRegister(comms[1], buffer.data(), buffer.size() * sizeof(float), &other), ncclSuccess);
+  EXPECT_NE(first, second);
+  EXPECT_EQ(ncclCommDeregister(comms[0], reinterpret_cast<void*>(0x1234)), ncclInvalidArgument);
+  EXPECT_EQ(ncclCommDeregister(comms[0], other), ncclInvalidArgument) << "another communicator's handle";
+  EXPECT_EQ(ncclCommDeregister(comms[0], first), ncclSuccess);
+  EXPECT_EQ(ncclCommDeregister(comms[0], first), ncclInvalidArgument) << "deregistered twice";
+  EXPECT_NE(lower(ncclGetLastError(comms[0])).find("not a live registration"), std::string::npos);
+  EXPECT_EQ(ncclCommDeregister(comms[0], second), ncclSuccess) << "the second registration of the same buffer";
+  EXPECT_EQ(ncclCommDeregister(comms[1], other), ncclSuccess);
+  void* refused = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(ncclCommRegister(comms[0], buffer.data(), 0, &refused), ncclInvalidArgument);
+  EXPECT_EQ(refused, nullptr);
+  for (ncclComm_t c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
 TEST(Validation, NullCommunicatorIsRejected) {
   EXPECT_EQ(ncclAllReduce(gSend, gRecv, 4, ncclFloat32, ncclSum, nullptr, nullptr), ncclInvalidArgument);
   const char* text = ncclGetLastError(nullptr);
