@@ -2,7 +2,6 @@
 // group) run. AlltoAll, Gather and Scatter are grouped sends and receives, as in NCCL.
 // Each collective has a plain and an nccl*Config form (NCCL 2.31+): one Call, the
 // second also reads a per-call ncclCollConfig_t (coll_config.h).
-#include <cstring>
 #include <memory>
 
 #include "core/debug.h"
@@ -102,7 +101,7 @@ ncclResult_t validate(const Call& c, const CommCall& held, ncclComm* comm, UserR
 // group the call is in (NCCL 2.31 runs the rest of the group). The plain forms pass no
 // config and pay one branch for it.
 ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const ncclCollConfig_t* config = nullptr,
-                    std::shared_ptr<const void> keepAlive = nullptr) {
+                    std::shared_ptr<StagedCopy> staged = nullptr) {
   const CommCall held(comm);
   CallTuning tuning;
   if (config != nullptr) CHORUS_CHECK(readCollConfig(config, collKindOf(c.kind), c.func, &tuning));
@@ -123,7 +122,7 @@ ncclResult_t submit(const Call& c, ncclComm* comm, cudaStream_t stream, const nc
   }
   CollOp op{c.kind, c.sendbuff, c.recvbuff, c.count, c.dtype, c.op, c.root, stream, tuning};
   op.userOp = userOp;
-  op.keepAlive = std::move(keepAlive);
+  op.staged = std::move(staged);
   if (config != nullptr) op.profile.userTag = config->userProfilerTag;  // for a profiler plugin's events
   return enqueueOp(comm, op);
 }
@@ -212,14 +211,15 @@ Call recv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer) {
   return c;
 }
 
-// An AlltoAll whose buffers overlap (in place, or shifted) on more than one rank: a block
-// received could overwrite one not yet sent, so the sends read a copy of the send data,
-// taken at the call (inside a group too) and kept by the sends until they have run (NCCL
-// defines no in-place AlltoAll and returns whatever the race gives). The copy is host
-// memory: a GPU communicator refuses the overlap. Null copy: send from sendbuff itself.
-ncclResult_t stagedAlltoAllSource(const Call& c, ncclComm* comm, std::shared_ptr<const void>* copy) {
+// An AlltoAll whose buffers overlap (in place, or shifted): a block received could overwrite
+// one not yet sent, so the sends read a copy of the send data, taken when their launch
+// starts (CollOp::staged; NCCL defines no in-place AlltoAll and returns whatever the race
+// gives). On one rank only a shifted one: in place its one block goes onto itself. The copy
+// is host memory: a GPU communicator refuses the overlap. Null copy: send from sendbuff.
+ncclResult_t stagedAlltoAllSource(const Call& c, ncclComm* comm, std::shared_ptr<StagedCopy>* copy) {
   const size_t bytes = c.count * typeSize(c.dtype) * comm->nranks;
-  if (c.count == 0 || comm->nranks == 1 || !buffersOverlap(c.sendbuff, bytes, c.recvbuff, bytes)) return ncclSuccess;
+  if (c.count == 0 || !buffersOverlap(c.sendbuff, bytes, c.recvbuff, bytes)) return ncclSuccess;
+  if (comm->nranks == 1 && c.sendbuff == c.recvbuff) return ncclSuccess;
   if (comm->executorChoice.load() == ExecutorChoice::Cuda) {
     WARN(
         "%s: invalid argument: sendbuff %p and recvbuff %p overlap (%zu bytes each), and AlltoAll has no in-place "
@@ -227,9 +227,8 @@ ncclResult_t stagedAlltoAllSource(const Call& c, ncclComm* comm, std::shared_ptr
         c.func, c.sendbuff, static_cast<const void*>(c.recvbuff), bytes, comm->rank);
     return ncclInvalidArgument;
   }
-  auto data = std::make_shared_for_overwrite<std::byte[]>(bytes);
-  std::memcpy(data.get(), c.sendbuff, bytes);
-  *copy = std::move(data);
+  *copy =
+      std::make_shared<StagedCopy>(StagedCopy{c.sendbuff, bytes, std::make_unique_for_overwrite<std::byte[]>(bytes)});
   return ncclSuccess;
 }
 
@@ -238,10 +237,10 @@ ncclResult_t alltoAll(const char* func, const void* sendbuff, void* recvbuff, si
   Call c{func, WorkKind::Send, sendbuff, recvbuff, count, datatype, ncclSum, 0};
   c.sendPerRank = true;
   c.recvPerRank = true;
-  std::shared_ptr<const void> copy;
+  std::shared_ptr<StagedCopy> copy;
   return submitGrouped(c, FaultCall::AlltoAll, comm, config, [&](int peer, size_t bytes) {
     if (peer == 0) CHORUS_CHECK(groupRecorded(stagedAlltoAllSource(c, comm, &copy)));
-    const void* source = copy ? copy.get() : sendbuff;
+    const void* source = copy ? copy->data.get() : sendbuff;
     CHORUS_CHECK(submit(send(at(source, peer * bytes), count, datatype, peer), comm, stream, nullptr, copy));
     return pncclRecv(at(recvbuff, peer * bytes), count, datatype, peer, comm, stream);
   });

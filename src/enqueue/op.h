@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,22 @@ struct OpProfile {
 // Send and Recv: they move over a pair's own connections, not a channel's ring or tree.
 inline bool isPointToPoint(WorkKind kind) { return kind == WorkKind::Send || kind == WorkKind::Recv; }
 
+// A copy of data that ops read, taken when their launch starts rather than at the call, so
+// that it holds what calls before them wrote there: an overlapping AlltoAll's send data,
+// which its sends read while its receives overwrite the original. Shared by those ops, and
+// kept until their launch ran.
+struct StagedCopy {
+  const void* from;
+  size_t bytes;
+  std::unique_ptr<std::byte[]> data;
+  bool taken = false;
+  void take() {
+    if (taken) return;
+    std::memcpy(data.get(), from, bytes);
+    taken = true;
+  }
+};
+
 struct CollOp {
   WorkKind kind;
   const void* sendbuff;
@@ -51,9 +68,8 @@ struct CollOp {
   // A PreMulSum op's definition (op >= ncclNumOps), copied at the call: NCCL lets the op be
   // destroyed, and its handle reused, as soon as the call returns.
   UserRedOp userOp{};
-  // What the op's buffers point into where the call made a copy (an in-place AlltoAll's
-  // send data): kept until the op has run.
-  std::shared_ptr<const void> keepAlive{};
+  // The copy the op's sendbuff points into, if any.
+  std::shared_ptr<StagedCopy> staged{};
 };
 
 }  // namespace chorus

@@ -21,17 +21,19 @@ ncclResult_t runRound(const std::vector<ncclComm*>& comms, GroupLaunch& launch, 
   for (ncclComm* comm : comms) {
     const ScopedLogContext logAs(comm->rank, comm->config.commName);
     if (comm->profiler) comm->profiler->beforePlanning(comm->running);
+    for (CollOp& op : comm->running)
+      if (op.staged) op.staged->take();  // before any of the launch's receives writes
     if (result == ncclSuccess) result = executorFor(comm).stage(comm, comm->running, launch);
   }
   // A profiler's launch events start once everything is staged and stop once the launch
   // has returned: what ran on this thread has completed by then. The calls' copies of
-  // their data (CollOp::keepAlive) are kept until then too.
-  std::vector<std::shared_ptr<const void>> copies;
+  // their data (CollOp::staged) are kept until then too.
+  std::vector<std::shared_ptr<StagedCopy>> copies;
   for (ncclComm* comm : comms) {
     if (comm->profiler && result == ncclSuccess)
       comm->profiler->launchBegins(comm->running, comm->executor->runsOnCallingThread());
     for (CollOp& op : comm->running)
-      if (op.keepAlive) copies.push_back(std::move(op.keepAlive));
+      if (op.staged) copies.push_back(std::move(op.staged));
     comm->running.clear();
   }
   // Everything is staged before anything starts (cuda_comm.h says why).

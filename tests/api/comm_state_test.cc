@@ -3,6 +3,7 @@
 // once, revoked once; calls from one thread at a time; and memory windows on host memory.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -64,8 +65,14 @@ TEST(CommState, UsedBeforeItsSetUpFinished) {
 // both ranks' AllReduce after it is exact (it left rank 0 failed for good, and rank 1
 // waiting for it, before).
 TEST(CommState, AQueryBeforeTheSetUpFinishedLeavesItUsable) {
+  static std::atomic<bool> queried{false};  // rank 1 joins only then: rank 0's set-up cannot have finished
+  queried = false;
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
-    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0's set-up waits for it
+    if (rank == 1) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!queried.load() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclComm_t comm = nullptr;
@@ -73,6 +80,7 @@ TEST(CommState, AQueryBeforeTheSetUpFinishedLeavesItUsable) {
     if (rank == 0) {
       int count = -1;
       const ncclResult_t early = ncclCommCount(comm, &count);
+      queried = true;
       if (early != ncclInvalidArgument)
         return RankOutcome::fail("the early ncclCommCount returned " + resultName(early));
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -218,6 +219,52 @@ TEST(AlltoAllOverlapping, EveryBlockArrivesAsSent) {
       return log.outcome();
     }));
   }
+}
+
+// The copy is taken when the AlltoAll's launch starts, so it holds what the calls before it
+// wrote: on a non-blocking communicator an in-place AllReduce still running on its worker
+// when the AlltoAll is called. And on one rank a shifted AlltoAll is copied too.
+TEST(AlltoAllOverlapping, TheCopyHoldsWhatEarlierCallsWrote) {
+  EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, 2, [](int rank, int nranks, const ncclUniqueId& id) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
+    auto settle = [comm] {
+      ncclResult_t state = ncclInProgress;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline)
+        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+      return state;
+    };
+    if (settle() != ncclSuccess) return RankOutcome::fail("init");
+    constexpr size_t kBlock = 2 << 20;  // floats per rank's block: the AllReduce is still running
+    std::vector<float> data(kBlock * nranks);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(rank * 7 + i % 1000);
+    ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm, nullptr);
+    ncclAlltoAll(data.data(), data.data(), kBlock, ncclFloat32, comm, nullptr);
+    if (const ncclResult_t state = settle(); state != ncclSuccess) return RankOutcome::fail(resultName(state));
+    ncclCommDestroy(comm);
+    // Every rank sent its block `rank` of the same sums: element i of this rank's block j
+    // is the sum at rank * kBlock + i.
+    for (size_t j = 0; j < static_cast<size_t>(nranks); ++j)
+      for (size_t i = 0; i < kBlock; i += 997) {
+        const size_t at = rank * kBlock + i;
+        const float want = static_cast<float>(0 * 7 + at % 1000) + static_cast<float>(1 * 7 + at % 1000);
+        if (data[j * kBlock + i] != want)
+          return RankOutcome::fail("block " + std::to_string(j) + " element " + std::to_string(i) + ": " +
+                                   std::to_string(data[j * kBlock + i]) + " instead of " + std::to_string(want));
+      }
+    return RankOutcome::pass();
+  }));
+  ncclComm_t one = nullptr;
+  ASSERT_EQ(ncclCommInitAll(&one, 1, nullptr), ncclSuccess);
+  std::vector<unsigned char> shifted(5001);
+  fillPattern(shifted.data(), 5000, patternKey(800, 0, 0));
+  ASSERT_EQ(ncclAlltoAll(shifted.data(), shifted.data() + 1, 5000, ncclUint8, one, nullptr), ncclSuccess);
+  EXPECT_FALSE(findPatternMismatch(shifted.data() + 1, 5000, patternKey(800, 0, 0)).has_value())
+      << "one rank, recvbuff one byte past sendbuff";
+  EXPECT_EQ(ncclCommDestroy(one), ncclSuccess);
 }
 
 TEST_P(PointToPointTest, GatherToFirstAndLastRoot) {

@@ -131,18 +131,21 @@ std::vector<ChorusBackend::Call> ChorusBackend::reductionCalls(const char* op, c
     return {Call{issue, after}};
   }
   const at::Tensor data = reducible(staged.buffer);
-  const at::Tensor computed = computeTensor(data, r);
-  auto [issue, after] = reductionSteps(r, [computed, root, r](ncclRedOp_t redOp, ncclComm_t comm) {
-    void* buffer = dataOf(computed);
-    if (root < 0) return ncclAllReduce(buffer, buffer, computed.numel(), r.type, redOp, comm, nullptr);
-    return ncclReduce(buffer, buffer, computed.numel(), r.type, redOp, root, comm, nullptr);
+  // A copy in a wider type is taken when the call is issued, in queue order: an earlier
+  // call queued on the same tensor has written it by then.
+  auto computed = std::make_shared<at::Tensor>();
+  auto [issue, after] = reductionSteps(r, [computed, data, root, r](ncclRedOp_t redOp, ncclComm_t comm) {
+    *computed = computeTensor(data, r);
+    void* buffer = dataOf(*computed);
+    if (root < 0) return ncclAllReduce(buffer, buffer, computed->numel(), r.type, redOp, comm, nullptr);
+    return ncclReduce(buffer, buffer, computed->numel(), r.type, redOp, root, comm, nullptr);
   });
   // Only where the result lands: a reduce's other ranks keep their tensors as they were.
   const bool receives = root < 0 || root == rank_;
   auto afterAll = [after = after, staged, r, computed, data, receives, ranks = size_] {
     if (after) after();
     if (!receives) return;
-    finishReduction(r, computed, data, ranks);
+    finishReduction(r, *computed, data, ranks);
     staged.copyBack();
   };
   return {Call{issue, afterAll}};
@@ -384,13 +387,17 @@ std::vector<ChorusBackend::Call> ChorusBackend::reduceScatterCalls(const char* o
     };
     return {Call{issue, combine}};
   }
-  const at::Tensor in = computeTensor(reducible(input.contiguous()), r);
+  const at::Tensor in = reducible(input.contiguous());
   const at::Tensor out = reducible(staged.buffer);
   const at::Tensor computed = out.scalar_type() == r.computeType ? out : at::empty_like(out, r.computeType);
-  auto [issue, after] = reductionSteps(r, [in, computed, r](ncclRedOp_t redOp, ncclComm_t comm) {
-    return ncclReduceScatter(dataOf(in), dataOf(computed), computed.numel(), r.type, redOp, comm, nullptr);
+  // The input in a wider type is taken when issued (as reductionCalls' copy) and kept until
+  // the call completed (the communicator is non-blocking).
+  auto wide = std::make_shared<at::Tensor>();
+  auto [issue, after] = reductionSteps(r, [in, wide, computed, r](ncclRedOp_t redOp, ncclComm_t comm) {
+    *wide = computeTensor(in, r);
+    return ncclReduceScatter(dataOf(*wide), dataOf(computed), computed.numel(), r.type, redOp, comm, nullptr);
   });
-  auto afterAll = [after = after, staged, r, computed, out, ranks = size_] {
+  auto afterAll = [after = after, staged, r, wide, computed, out, ranks = size_] {  // wide: kept to here
     if (after) after();
     finishReduction(r, computed, out, ranks);
     staged.copyBack();
