@@ -410,9 +410,10 @@ c10::intrusive_ptr<c10d::Work> ChorusBackend::pointToPoint(const char* op, c10d:
     }
   }
   const int other = PeerChannels::pairPeer(sending);
+  std::string label = std::string(op) + (sending ? " to " : " from ") + std::to_string(peer);
+  if (tag != 0) label.append(" with tag ").append(std::to_string(tag));
   channel.push(
-      std::string(op) + (sending ? " to " : " from ") + std::to_string(peer) +
-          (tag == 0 ? "" : " with tag " + std::to_string(tag)),
+      std::move(label),
       [staged, other, sending](ncclComm_t comm) {
         const at::Tensor& data = staged.buffer;
         return sending ? ncclSend(dataOf(data), byteSize(data), ncclUint8, other, comm, nullptr)

@@ -52,11 +52,15 @@ CollectiveQueue& PeerChannels::channel(int peer, bool sending, int tag) {
 ncclComm_t PeerChannels::connect(int peer, bool sending, int tag, const std::function<bool()>& cancelled) const {
   const int src = sending ? rank_ : peer;
   const int dst = sending ? peer : rank_;
-  const std::string tagName = tag == 0 ? "" : " tag " + std::to_string(tag);
-  const std::string what = "the " + std::string(sending ? "send" : "receive") + " channel " + std::to_string(src) +
-                           " -> " + std::to_string(dst) + tagName;
-  const std::string key =
-      "p2p/" + std::to_string(src) + "->" + std::to_string(dst) + (tag == 0 ? "" : "/" + std::to_string(tag));
+  // Appended, not "literal" + std::to_string(): GCC 12 warns (-Wrestrict) on that form.
+  const std::string tagNumber = std::to_string(tag);
+  std::string what = "the " + std::string(sending ? "send" : "receive") + " channel " + std::to_string(src) + " -> " +
+                     std::to_string(dst);
+  std::string key = "p2p/" + std::to_string(src) + "->" + std::to_string(dst);
+  if (tag != 0) {
+    what.append(" tag ").append(tagNumber);
+    key.append("/").append(tagNumber);
+  }
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_.load());
   ncclUniqueId id;
   if (sending) {
