@@ -86,8 +86,8 @@ TEST(SuspendMemory, DataNotYetReceivedSurvives) {
 
 TEST(SuspendMemory, ProcessesReleaseSharedMemory) {
   EXPECT_RANKS_OK(runRanks(LaunchMode::kProcesses, 2, [](const RankContext& c) {
-    // Every rank suspends before any resumes (a rank that resumed could send its next call's
-    // data, which a suspending peer rightly keeps): a second communicator is the barrier.
+    // A second communicator is the barrier: every rank suspends after all have read every
+    // step (below), and before any resumes and starts its next call.
     ncclComm_t barrier = nullptr;
     if (ncclCommSplit(c.comm, 0, c.rank, &barrier, nullptr) != ncclSuccess) return RankOutcome::fail("split");
     auto allReach = [barrier] {
@@ -101,6 +101,9 @@ TEST(SuspendMemory, ProcessesReleaseSharedMemory) {
           data[kCount - 1] != 2.0f)
         return RankOutcome::fail("allreduce before suspend");
     }
+    // A rank gives back the slots it sends on once its peer has read them: a peer that
+    // reached the barrier has returned from its AllReduce, so has read every step.
+    if (!allReach()) return RankOutcome::fail("barrier before suspend");
     const long before = statusKiB("RssShmem");
     if (before < 0) return RankOutcome::fail("no RssShmem in /proc/self/status");
     if (ncclCommSuspend(c.comm, NCCL_SUSPEND_MEM) != ncclSuccess) return RankOutcome::fail("suspend");
