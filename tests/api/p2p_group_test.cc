@@ -15,6 +15,7 @@
 #include "harness/links.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
+#include "harness/settle.h"
 #include "harness/tuning_log.h"
 #include "nccl.h"
 
@@ -230,20 +231,13 @@ TEST(AlltoAllOverlapping, TheCopyHoldsWhatEarlierCallsWrote) {
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
-    auto settle = [comm] {
-      ncclResult_t state = ncclInProgress;
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline)
-        if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
-      return state;
-    };
-    if (settle() != ncclSuccess) return RankOutcome::fail("init");
+    if (settle(comm) != ncclSuccess) return RankOutcome::fail("init");
     constexpr size_t kBlock = 2 << 20;  // floats per rank's block: the AllReduce is still running
     std::vector<float> data(kBlock * nranks);
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(rank * 7 + i % 1000);
     ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm, nullptr);
     ncclAlltoAll(data.data(), data.data(), kBlock, ncclFloat32, comm, nullptr);
-    if (const ncclResult_t state = settle(); state != ncclSuccess) return RankOutcome::fail(resultName(state));
+    if (const ncclResult_t state = settle(comm); state != ncclSuccess) return RankOutcome::fail(resultName(state));
     ncclCommDestroy(comm);
     // Every rank sent its block `rank` of the same sums: element i of this rank's block j
     // is the sum at rank * kBlock + i.

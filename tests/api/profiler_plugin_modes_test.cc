@@ -15,6 +15,7 @@
 #include "harness/profiler_log.h"
 #include "harness/rank_launcher.h"
 #include "harness/scoped_env.h"
+#include "harness/settle.h"
 #include "nccl.h"
 
 namespace chorus_test {
@@ -87,17 +88,6 @@ TEST(ProfilerModes, OneThreadDrivesEveryRankInOneGroup) {
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 
-ncclResult_t waitWhileInProgress(ncclComm_t comm) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  ncclResult_t state = ncclInProgress;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) return r;
-    if (state != ncclInProgress) return state;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return ncclInProgress;
-}
-
 TEST(ProfilerModes, NonBlockingCommunicatorLaunchesOnItsWorker) {
   ScopedEnv env;
   env.set("NCCL_PROFILER_PLUGIN", pluginPath());
@@ -109,11 +99,11 @@ TEST(ProfilerModes, NonBlockingCommunicatorLaunchesOnItsWorker) {
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
-    if (ncclResult_t r = waitWhileInProgress(comm); r != ncclSuccess)
+    if (ncclResult_t r = settle(comm); r != ncclSuccess)
       return RankOutcome::fail("non-blocking init: " + resultName(r));
     int64_t value = rank + 1;
     ncclAllReduce(&value, &value, 1, ncclInt64, ncclSum, comm, nullptr);
-    if (ncclResult_t r = waitWhileInProgress(comm); r != ncclSuccess) log.add("AllReduce: " + resultName(r));
+    if (ncclResult_t r = settle(comm); r != ncclSuccess) log.add("AllReduce: " + resultName(r));
     if (value != 3) log.add("AllReduce: " + std::to_string(value));
     if (ncclResult_t r = ncclCommDestroy(comm); r != ncclSuccess) log.add("ncclCommDestroy: " + resultName(r));
     return log.outcome();

@@ -9,6 +9,7 @@
 
 #include "harness/failure_log.h"
 #include "harness/rank_launcher.h"
+#include "harness/settle.h"
 #include "nccl.h"
 
 namespace chorus_test {
@@ -51,16 +52,6 @@ TEST(RedOpLifetime, AnOpDestroyedInsideTheGroupStillServesTheCallsMadeWithIt) {
   }));
 }
 
-ncclResult_t waitWhileInProgress(ncclComm_t comm) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  ncclResult_t state = ncclInProgress;
-  while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
-    if (ncclResult_t r = ncclCommGetAsyncError(comm, &state); r != ncclSuccess) return r;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return state;
-}
-
 TEST(RedOpLifetime, ANonBlockingCallKeepsItsOpDestroyedRightAfterIt) {
   EXPECT_RANKS_OK(runRanksWithId(LaunchMode::kThreads, kRanks, [](int rank, int nranks, const ncclUniqueId& id) {
     FailureLog log;
@@ -68,7 +59,7 @@ TEST(RedOpLifetime, ANonBlockingCallKeepsItsOpDestroyedRightAfterIt) {
     config.blocking = 0;
     ncclComm_t comm = nullptr;
     ncclCommInitRankConfig(&comm, nranks, id, rank, &config);
-    if (ncclResult_t r = waitWhileInProgress(comm); r != ncclSuccess)
+    if (ncclResult_t r = settle(comm); r != ncclSuccess)
       return RankOutcome::fail("non-blocking init: " + resultName(r));
     for (int round = 0; round < 20 && log.empty(); ++round) {
       std::vector<float> values(kCount, static_cast<float>(rank + 1));
@@ -78,7 +69,7 @@ TEST(RedOpLifetime, ANonBlockingCallKeepsItsOpDestroyedRightAfterIt) {
       const ncclResult_t called = ncclAllReduce(values.data(), values.data(), kCount, ncclFloat32, op, comm, nullptr);
       if (called != ncclSuccess && called != ncclInProgress) log.add("ncclAllReduce: " + resultName(called));
       if (ncclResult_t r = ncclRedOpDestroy(op, comm); r != ncclSuccess) log.add("ncclRedOpDestroy: " + resultName(r));
-      if (ncclResult_t r = waitWhileInProgress(comm); r != ncclSuccess) log.add("AllReduce: " + resultName(r));
+      if (ncclResult_t r = settle(comm); r != ncclSuccess) log.add("AllReduce: " + resultName(r));
       expectAll(log, "round", values, scalar * (1 + 2));
     }
     if (ncclResult_t r = ncclCommDestroy(comm); r != ncclSuccess) log.add("ncclCommDestroy: " + resultName(r));
